@@ -1,0 +1,15 @@
+# Turns configs/*.conf into a C++ source so the folio binary carries its presets with it.
+# Run as: cmake -DCONFIG_DIR=... -DOUTPUT=... -P EmbedPresets.cmake
+file(GLOB preset_files "${CONFIG_DIR}/*.conf")
+list(SORT preset_files)
+set(body "// Generated from configs/*.conf by cmake/EmbedPresets.cmake; do not edit.\n")
+string(APPEND body "#include \"config/presets.h\"\n\nnamespace folio {\n\n")
+string(APPEND body "const std::vector<Preset>& presets() {\n  static const std::vector<Preset> list = {\n")
+foreach(file ${preset_files})
+  get_filename_component(name "${file}" NAME_WE)
+  file(READ "${file}" text)
+  string(APPEND body "      {\"${name}\", R\"folio_preset(${text})folio_preset\"},\n")
+endforeach()
+string(APPEND body "  };\n  return list;\n}\n\n}  // namespace folio\n")
+file(WRITE "${OUTPUT}.tmp" "${body}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUTPUT}.tmp" "${OUTPUT}")

@@ -1,0 +1,81 @@
+// Memory, threads and the small reductions of the CPU backend. Device memory is host memory.
+#include "backend/cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend/cpu/gemm.h"
+#include "core/error.h"
+
+namespace folio {
+
+namespace {
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, omp_get_num_procs());
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : available_cores()) {
+  omp_set_num_threads(threads_);
+  cpu::set_gemm_threads(threads_);
+  scratch_.resize(static_cast<size_t>(threads_));
+}
+
+std::string CpuBackend::description() const {
+  return "cpu (" + std::to_string(threads_) + " threads, " + cpu::gemm_library() + " sgemm)";
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  constexpr size_t kAlignment = 64;  // one cache line, one AVX-512 vector
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* pointer = std::aligned_alloc(kAlignment, rounded);
+  if (pointer == nullptr)
+    throw Error("out of memory allocating " + std::to_string(bytes >> 20) +
+                " MiB: use a smaller batch_size or block_size");
+  return pointer;
+}
+
+void CpuBackend::release(void* pointer) { std::free(pointer); }
+
+void CpuBackend::copy_to_device(void* device, const void* host, size_t bytes) {
+  if (bytes) std::memcpy(device, host, bytes);
+}
+void CpuBackend::copy_to_host(void* host, const void* device, size_t bytes) {
+  if (bytes) std::memcpy(host, device, bytes);
+}
+void CpuBackend::copy_device(void* to, const void* from, size_t bytes) {
+  if (bytes) std::memcpy(to, from, bytes);
+}
+void CpuBackend::fill_zero(void* device, size_t bytes) {
+  if (bytes) std::memset(device, 0, bytes);
+}
+
+float* CpuBackend::attention_scratch(int thread, size_t floats_per_thread) {
+  std::vector<float>& buffer = scratch_[static_cast<size_t>(thread)];
+  if (buffer.size() < floats_per_thread) buffer.resize(floats_per_thread);
+  return buffer.data();
+}
+
+float* CpuBackend::thread_partials(size_t floats) {
+  const size_t total = floats * static_cast<size_t>(threads_);
+  if (partials_.size() < total) partials_.resize(total);
+  std::fill(partials_.begin(), partials_.begin() + static_cast<std::ptrdiff_t>(total), 0.0f);
+  return partials_.data();
+}
+
+void CpuBackend::reduce_thread_partials(float* out, size_t floats) const {
+  for (int t = 0; t < threads_; ++t) {
+    const float* part = partials_.data() + floats * static_cast<size_t>(t);
+    for (size_t i = 0; i < floats; ++i) out[i] += part[i];
+  }
+}
+
+}  // namespace folio

@@ -1,0 +1,78 @@
+// The CPU backend: matrix products through an optimised BLAS (oneDNN's sgemm by default, see
+// gemm.cpp), everything else as OpenMP-parallel loops written so the compiler vectorises them.
+// Each op lives in the file named for it (layernorm.cpp, attention.cpp, ...), as in backend/cuda.
+#pragma once
+
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace folio {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+
+  std::string name() const override { return "cpu"; }
+  std::string description() const override;
+  int threads() const override { return threads_; }
+
+  void* allocate(size_t bytes) override;
+  void release(void* pointer) override;
+  void copy_to_device(void* device, const void* host, size_t bytes) override;
+  void copy_to_host(void* host, const void* device, size_t bytes) override;
+  void copy_device(void* to, const void* from, size_t bytes) override;
+  void fill_zero(void* device, size_t bytes) override;
+  void synchronize() override {}
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int B, int T, int C, int first_position) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          int B, int T, int C) override;
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override;
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override;
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int IC, int OC) override;
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int IC, int OC) override;
+  void attention_forward(float* out, float* probs, const float* qkv, int B, int T, int H,
+                         int head_size, int q_start, const DropoutSpec& dropout) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                          int B, int T, int H, int head_size,
+                          const DropoutSpec& dropout) override;
+  void activation_forward(float* out, const float* inp, size_t n, Activation kind) override;
+  void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
+                           Activation kind) override;
+  void dropout_add_forward(float* out, const float* residual, const float* branch, int B,
+                           size_t per_sample, const DropoutSpec& dropout) override;
+  void dropout_add_backward(float* dbranch, const float* dout, int B, size_t per_sample,
+                            const DropoutSpec& dropout) override;
+  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
+                             int V) override;
+  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N,
+                              int V, float dloss) override;
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                    const AdamWStep& step) override;
+  void sum(float* result, const float* x, size_t n) override;
+  void sum_of_squares(float* result, const float* x, size_t n) override;
+  void clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) override;
+  void scale(float* x, size_t n, float factor) override;
+
+ private:
+  // Per-thread scratch of two T x T matrices for attention; grows on first use only.
+  float* attention_scratch(int thread, size_t floats_per_thread);
+  // `floats` zeroed floats for each thread, for per-thread partial sums.
+  float* thread_partials(size_t floats);
+  // Adds the per-thread partials of thread_partials(floats) into out[0, floats), in thread
+  // order, so that sums do not depend on scheduling.
+  void reduce_thread_partials(float* out, size_t floats) const;
+
+  int threads_;
+  std::vector<std::vector<float>> scratch_;
+  std::vector<float> partials_;
+};
+
+}  // namespace folio

@@ -1,0 +1,58 @@
+// AdamW, reductions and clipping on the CPU (reference: backend/reference/optimizer.h).
+#include <cmath>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace folio {
+
+void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                              const AdamWStep& s) {
+  const double bias_correction1 = 1.0 - std::pow(s.beta1, double(s.step));
+  const float bias_correction2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(s.beta2, double(s.step))));
+  const float step_size = static_cast<float>(s.learning_rate / bias_correction1);
+  const float decay = static_cast<float>(1.0 - s.learning_rate * s.weight_decay);
+  const float beta1 = static_cast<float>(s.beta1), beta2 = static_cast<float>(s.beta2);
+  const float one_minus_beta1 = static_cast<float>(1.0 - s.beta1);
+  const float one_minus_beta2 = static_cast<float>(1.0 - s.beta2);
+  const float eps = static_cast<float>(s.eps);
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd schedule(static)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
+    const float g = grads[i];
+    const float m_i = m[i] * beta1 + g * one_minus_beta1;
+    const float v_i = v[i] * beta2 + g * g * one_minus_beta2;
+    m[i] = m_i;
+    v[i] = v_i;
+    params[i] = params[i] * decay - step_size * m_i / (std::sqrt(v_i) / bias_correction2_sqrt + eps);
+  }
+}
+
+void CpuBackend::sum(float* result, const float* x, size_t n) {
+  double total = 0.0;
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd reduction(+ : total) schedule(static)
+  for (std::ptrdiff_t i = 0; i < count; ++i) total += x[i];
+  *result = static_cast<float>(total);
+}
+
+void CpuBackend::sum_of_squares(float* result, const float* x, size_t n) {
+  double total = 0.0;
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd reduction(+ : total) schedule(static)
+  for (std::ptrdiff_t i = 0; i < count; ++i) total += static_cast<double>(x[i]) * x[i];
+  *result = static_cast<float>(total);
+}
+
+void CpuBackend::clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) {
+  const float coefficient = max_norm / (std::sqrt(*squared_norm) + 1e-6f);
+  if (coefficient < 1.0f) scale(x, n, coefficient);
+}
+
+void CpuBackend::scale(float* x, size_t n, float factor) {
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd schedule(static)
+  for (std::ptrdiff_t i = 0; i < count; ++i) x[i] *= factor;
+}
+
+}  // namespace folio

@@ -1,0 +1,38 @@
+// Picks the backend for --device: cpu, cuda, or auto (the GPU when this build has CUDA and a GPU
+// is visible, else the CPU).
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+
+#if defined(FOLIO_CUDA)
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace folio {
+
+bool cuda_available() {
+#if defined(FOLIO_CUDA)
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
+  if (device == "cpu" || (device == "auto" && !cuda_available()))
+    return std::make_unique<CpuBackend>(threads);
+  if (device == "cuda" || device == "auto") {
+#if defined(FOLIO_CUDA)
+    if (!cuda_available())
+      throw Error("--device cuda: no CUDA GPU is visible (check nvidia-smi and "
+                  "CUDA_VISIBLE_DEVICES), or use --device cpu");
+    return make_cuda_backend(threads);
+#else
+    throw Error("--device cuda: this folio was built without CUDA; rebuild with the CUDA "
+                "toolkit installed (cmake -DFOLIO_CUDA=ON) or use --device cpu");
+#endif
+  }
+  throw Error("unknown device '" + device + "': use auto, cpu or cuda");
+}
+
+}  // namespace folio

@@ -1,0 +1,29 @@
+// What `folio eval` and `folio sample` share: a checkpoint opened on a backend, with the text
+// (when given) encoded in the checkpoint's vocabulary.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "data/text_dataset.h"
+#include "io/checkpoint.h"
+#include "model/gpt.h"
+
+namespace folio {
+
+struct CheckpointSession {
+  LoadedCheckpoint checkpoint;
+  std::optional<TextDataset> data;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<GPT> model;
+};
+
+// Loads `checkpoint_path`; `data_path` may be empty (needed for files not written by folio).
+// `base_config` supplies what a foreign file cannot say (e.g. activation), and the device and
+// thread settings.
+CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std::string& data_path,
+                                  const Config& base_config);
+
+}  // namespace folio

@@ -1,0 +1,16 @@
+// One function per subcommand; each returns the process exit code.
+#pragma once
+
+#include "cli/arguments.h"
+
+namespace folio {
+
+int train_command(Arguments& arguments);
+int eval_command(Arguments& arguments);
+int sample_command(Arguments& arguments);
+int bench_command(Arguments& arguments);
+
+// The config keys as a help table (name, type, default, meaning), grouped.
+std::string config_keys_help();
+
+}  // namespace folio

@@ -1,0 +1,45 @@
+// folio eval --ckpt FILE --data FILE.txt: the exact mean loss over every consecutive
+// block_size window of each split (dropout off), as one JSON line.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/checkpoint_session.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/fetch.h"
+#include "train/evaluate.h"
+
+namespace folio {
+
+int eval_command(Arguments& arguments) {
+  if (arguments.take_flag("help")) {
+    std::cout << "usage: folio eval --ckpt FILE [--data FILE.txt] [--batch_size N] "
+                 "[--device cpu|cuda|auto] [--threads N]\n\n"
+                 "Prints {\"train_loss\": ..., \"val_loss\": ...}: the mean loss over all "
+                 "consecutive non-overlapping block_size windows of each split, dropout off.\n";
+    return 0;
+  }
+  const auto checkpoint_path = arguments.take("ckpt");
+  if (!checkpoint_path) throw UsageError("folio eval needs --ckpt FILE");
+  Config base;
+  arguments.apply_config_keys(base, {"ckpt", "help"});
+  const std::string data_path = resolve_data_path(base.data);
+  CheckpointSession session = open_checkpoint(*checkpoint_path, data_path, base);
+  const Config& config = session.checkpoint.config;
+  check_dataset_fits(*session.data, config.block_size);
+  const int batch_size = base.batch_size;
+  GPT& model = *session.model;
+  size_t train_windows = 0, val_windows = 0;
+  const double train_loss =
+      split_loss(model, session.data->train(), config.block_size, batch_size, &train_windows);
+  const double val_loss =
+      split_loss(model, session.data->val(), config.block_size, batch_size, &val_windows);
+  const nlohmann::json line = {{"train_loss", train_loss}, {"val_loss", val_loss},
+                               {"train_windows", train_windows}, {"val_windows", val_windows},
+                               {"block_size", config.block_size}};
+  std::cout << line.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace folio

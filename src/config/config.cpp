@@ -1,0 +1,251 @@
+// Parsing, validation and printing of configs, all driven by the key table (config_keys.cpp).
+#include "config/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/text_format.h"
+
+namespace folio {
+
+namespace {
+
+std::string trim(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
+}
+
+std::string range_text(const ConfigKey& key) {
+  std::ostringstream out;
+  out << "[" << shortest_double(key.min) << ", " << shortest_double(key.max)
+      << (key.max_exclusive ? ")" : "]");
+  return out.str();
+}
+
+[[noreturn]] void bad_value(const ConfigKey& key, const std::string& value,
+                            const std::string& why) {
+  throw Error("config key " + std::string(key.name) + ": '" + value + "' " + why);
+}
+
+void check_range(const ConfigKey& key, const std::string& text, double value) {
+  const bool above = key.max_exclusive ? value >= key.max : value > key.max;
+  if (value < key.min || above)
+    bad_value(key, text, "is out of range " + range_text(key) + " (" + key.help + ")");
+}
+
+long long parse_integer(const ConfigKey& key, const std::string& text) {
+  if (text.empty()) bad_value(key, text, "is empty: an integer is expected");
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (*end != '\0') bad_value(key, text, "is not an integer");
+  if (errno == ERANGE) bad_value(key, text, "is too large");
+  return value;
+}
+
+double parse_double(const ConfigKey& key, const std::string& text) {
+  if (text.empty()) bad_value(key, text, "is empty: a number is expected");
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (*end != '\0') bad_value(key, text, "is not a number");
+  if (!std::isfinite(value) || errno == ERANGE) bad_value(key, text, "is not a finite number");
+  return value;
+}
+
+bool parse_bool(const ConfigKey& key, const std::string& text) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
+  if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
+  bad_value(key, text, "is not a boolean (true or false)");
+}
+
+bool is_choice(const char* choices, const std::string& value) {
+  std::stringstream list(choices);
+  std::string choice;
+  while (std::getline(list, choice, '|'))
+    if (choice == value) return true;
+  return false;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, word.size() / 3) + 1;
+  for (const std::string& candidate : candidates) {
+    const size_t distance = edit_distance(word, candidate);
+    if (distance < best_distance) best_distance = distance, best = candidate;
+  }
+  return best;
+}
+
+std::string nearest_config_key(const std::string& name) {
+  std::vector<std::string> names;
+  for (const ConfigKey& key : config_keys()) names.push_back(key.name);
+  return nearest_word(name, names);
+}
+
+static const ConfigKey& require_key(const std::string& name) {
+  const ConfigKey* key = find_config_key(name);
+  if (key != nullptr) return *key;
+  const std::string guess = nearest_config_key(name);
+  throw Error("unknown config key '" + name + "'" +
+              (guess.empty() ? "" : " (did you mean " + guess + "?)") +
+              "; `folio train --help` lists every key");
+}
+
+void set_config_value(Config& config, const std::string& name, const std::string& raw_value) {
+  const ConfigKey& key = require_key(name);
+  const std::string value = trim(raw_value);
+  std::visit(
+      [&](auto member) {
+        using Field = std::remove_reference_t<decltype(config.*member)>;
+        if constexpr (std::is_same_v<Field, int>) {
+          const long long parsed = parse_integer(key, value);
+          check_range(key, value, static_cast<double>(parsed));
+          config.*member = static_cast<int>(parsed);
+        } else if constexpr (std::is_same_v<Field, uint64_t>) {
+          if (value.empty() || value[0] == '-') bad_value(key, value, "is not an unsigned integer");
+          errno = 0;
+          char* end = nullptr;
+          const unsigned long long parsed = std::strtoull(value.c_str(), &end, 10);
+          if (*end != '\0') bad_value(key, value, "is not an unsigned integer");
+          if (errno == ERANGE) bad_value(key, value, "is too large (at most 2^64 - 1)");
+          config.*member = parsed;
+        } else if constexpr (std::is_same_v<Field, double>) {
+          const double parsed = parse_double(key, value);
+          check_range(key, value, parsed);
+          config.*member = parsed;
+        } else if constexpr (std::is_same_v<Field, bool>) {
+          config.*member = parse_bool(key, value);
+        } else {
+          if (key.choices != nullptr && !is_choice(key.choices, value))
+            bad_value(key, value, std::string("is not one of ") + key.choices);
+          config.*member = value;
+        }
+      },
+      key.member);
+}
+
+std::string get_config_value(const Config& config, const ConfigKey& key) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& field = config.*member;
+        using Field = std::remove_cvref_t<decltype(field)>;
+        if constexpr (std::is_same_v<Field, bool>) return field ? "true" : "false";
+        else if constexpr (std::is_same_v<Field, double>) return shortest_double(field);
+        else if constexpr (std::is_same_v<Field, std::string>) return field;
+        else return std::to_string(field);
+      },
+      key.member);
+}
+
+void apply_config_text(Config& config, const std::string& text, const std::string& origin) {
+  std::istringstream lines(text);
+  std::string line;
+  int line_number = 0;
+  while (std::getline(lines, line)) {
+    ++line_number;
+    const auto hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    const auto equals = line.find('=');
+    if (equals == std::string::npos)
+      throw Error(origin + ":" + std::to_string(line_number) + ": expected `key = value`, got '" +
+                  line + "'");
+    std::string value = trim(line.substr(equals + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+      value = value.substr(1, value.size() - 2);
+    try {
+      set_config_value(config, trim(line.substr(0, equals)), value);
+    } catch (const Error& error) {
+      throw Error(origin + ":" + std::to_string(line_number) + ": " + error.what());
+    }
+  }
+}
+
+void validate_config(const Config& config) {
+  if (config.head_size == 0 && config.n_embd % config.n_head != 0)
+    throw Error("n_embd (" + std::to_string(config.n_embd) + ") is not divisible by n_head (" +
+                std::to_string(config.n_head) +
+                "): choose an n_head that divides n_embd, or set head_size explicitly (seed 004 "
+                "uses head_size=10 with n_embd=32 and n_head=3)");
+  if (config.lr_schedule == "cosine") {
+    if (config.lr_decay_iters <= config.warmup_iters)
+      throw Error("lr_decay_iters (" + std::to_string(config.lr_decay_iters) +
+                  ") must be larger than warmup_iters (" + std::to_string(config.warmup_iters) +
+                  ") for the cosine schedule");
+    if (config.min_lr > config.learning_rate)
+      throw Error("min_lr (" + shortest_double(config.min_lr) +
+                  ") must not exceed learning_rate (" + shortest_double(config.learning_rate) +
+                  ")");
+  }
+  if (config.out_dir.empty()) throw Error("out_dir is empty: name a folder for the checkpoint");
+}
+
+nlohmann::json config_to_json(const Config& config) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const ConfigKey& key : config_keys()) {
+    std::visit([&](auto member) { json[key.name] = config.*member; }, key.member);
+  }
+  return json;
+}
+
+void apply_config_json(Config& config, const nlohmann::json& json, const std::string& origin) {
+  if (!json.is_object()) throw Error(origin + ": the config is not a JSON object");
+  for (const auto& [name, value] : json.items()) {
+    std::string text;
+    if (value.is_string()) text = value.get<std::string>();
+    else if (value.is_boolean()) text = value.get<bool>() ? "true" : "false";
+    else if (value.is_number_unsigned()) text = std::to_string(value.get<uint64_t>());
+    else if (value.is_number_integer()) text = std::to_string(value.get<int64_t>());
+    else if (value.is_number_float()) text = shortest_double(value.get<double>());
+    else throw Error(origin + ": config key " + name + " has a value of the wrong type");
+    try {
+      set_config_value(config, name, text);
+    } catch (const Error& error) {
+      throw Error(origin + ": " + error.what());
+    }
+  }
+}
+
+std::string config_to_text(const Config& config) {
+  std::ostringstream out;
+  std::string group;
+  for (const ConfigKey& key : config_keys()) {
+    if (group != key.group) {
+      group = key.group;
+      out << "# " << group << "\n";
+    }
+    out << key.name << " = " << get_config_value(config, key) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace folio

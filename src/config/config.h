@@ -1,0 +1,113 @@
+// The one Config struct: every setting of a run, with its defaults (seed 000's recipe, the
+// shakespeare_char preset). Presets and config files are lists of `key = value` lines applied on
+// top of these defaults, then `--key=value` flags on top of those.
+//
+// Every key is described once, in config_keys.cpp (type, range, help); parsing, validation,
+// `--help`, printing and the JSON stored in checkpoints all read that table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace folio {
+
+struct Config {
+  // ---- model -------------------------------------------------------------------------------
+  int n_layer = 6;
+  int n_head = 6;
+  int n_embd = 384;
+  int head_size = 0;  // 0: n_embd / n_head (must divide); seed 004 uses 32 // 3 = 10
+  int block_size = 256;
+  double dropout = 0.2;
+  bool bias = true;
+  std::string activation = "relu";
+  bool tie_weights = false;
+  double init_std = 0.02;
+  bool scaled_residual_init = false;
+
+  // ---- data --------------------------------------------------------------------------------
+  std::string data;  // empty: data/tinyshakespeare/input.txt, fetched when absent
+  double train_fraction = 0.9;
+
+  // ---- optimisation ------------------------------------------------------------------------
+  int batch_size = 64;
+  int grad_accum = 1;
+  int max_iters = 5000;
+  double learning_rate = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double weight_decay = 0.01;
+  std::string decay_params = "all";
+  std::string lr_schedule = "constant";
+  int warmup_iters = 0;
+  int lr_decay_iters = 5000;
+  double min_lr = 3e-5;
+  double grad_clip = 0.0;
+
+  // ---- evaluation, logging, checkpoints ----------------------------------------------------
+  int eval_interval = 100;
+  int eval_iters = 200;
+  int log_interval = 10;
+  int sample_tokens = 500;
+  std::string out_dir = "out";
+
+  // ---- execution ---------------------------------------------------------------------------
+  uint64_t seed = 1337;
+  std::string device = "auto";
+  int threads = 0;  // 0: every core this process may use
+
+  // Derived values.
+  int effective_head_size() const { return head_size > 0 ? head_size : n_embd / n_head; }
+  int attention_width() const { return n_head * effective_head_size(); }
+};
+
+using ConfigMember = std::variant<int Config::*, uint64_t Config::*, double Config::*,
+                                  bool Config::*, std::string Config::*>;
+
+// One row of the key table.
+struct ConfigKey {
+  const char* name;
+  const char* group;  // "model", "data", "optimizer", "eval", "run"
+  ConfigMember member;
+  const char* help;
+  // Accepted values: numbers in [min, max] (max_exclusive makes it [min, max)), or one of
+  // `choices` (a '|'-separated list) for strings. Strings with no choices take any text.
+  double min = 0, max = 0;
+  bool max_exclusive = false;
+  const char* choices = nullptr;
+  bool is_model_key = false;  // part of the network's structure: fixed by a checkpoint
+};
+
+const std::vector<ConfigKey>& config_keys();
+// "int", "float", "bool", "string" or "a|b|c" for a choice.
+std::string config_key_type(const ConfigKey& key);
+const ConfigKey* find_config_key(const std::string& name);
+
+// Sets one key from text, checking its type and range; throws folio::Error naming the key.
+void set_config_value(Config& config, const std::string& key, const std::string& value);
+std::string get_config_value(const Config& config, const ConfigKey& key);
+
+// Applies `key = value` lines ('#' starts a comment); `origin` names the file in errors.
+void apply_config_text(Config& config, const std::string& text, const std::string& origin);
+
+// Checks relations between keys (head size, schedule lengths...); throws folio::Error.
+void validate_config(const Config& config);
+
+// The config as JSON (values in their natural types) and back; from_json rejects unknown keys.
+nlohmann::json config_to_json(const Config& config);
+void apply_config_json(Config& config, const nlohmann::json& json, const std::string& origin);
+
+// Human-readable `key = value` lines, grouped, for the start of a run.
+std::string config_to_text(const Config& config);
+
+// The closest known key to a misspelled one, or "" when nothing is close.
+std::string nearest_config_key(const std::string& name);
+// The candidate closest to `word` by edit distance, or "" when nothing is close.
+std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace folio

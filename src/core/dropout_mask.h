@@ -1,0 +1,55 @@
+// Which elements dropout keeps. Every backend calls this same function, so a CPU run, a GPU run,
+// one rank or many, draw the same mask for the same (seed, step, layer, site, sample, element).
+//
+// An element is kept when its random word is >= p * 2^32, i.e. with probability 1 - p, and the
+// kept values are scaled by 1 / (1 - p), as torch.nn.Dropout does in training mode.
+#pragma once
+
+#include <cstdint>
+
+#include "core/host_device.h"
+#include "core/philox.h"
+
+namespace folio {
+
+// Where in the model a dropout sits; packed with the layer into the stream's purpose word.
+enum class DropoutSite : uint32_t {
+  kAttentionWeights = 1,  // softmax(q k^T) inside each head, before multiplying by v
+  kAttentionOutput = 2,   // after sa.proj
+  kFeedForwardOutput = 3, // after ffwd.net.2
+};
+
+struct DropoutSpec {
+  float p = 0.0f;               // drop probability; 0 turns dropout off (eval, inference)
+  uint64_t seed = 0;            // the run's seed
+  uint32_t step = 0;            // training step
+  uint32_t purpose = 0;         // kDropout, layer and site, from dropout_spec()
+  uint32_t first_sample = 0;    // global index of this batch's first window
+
+  FOLIO_HOST_DEVICE bool active() const { return p > 0.0f; }
+  FOLIO_HOST_DEVICE uint32_t threshold() const {
+    const double t = static_cast<double>(p) * 4294967296.0;
+    return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
+  }
+  FOLIO_HOST_DEVICE float scale() const { return 1.0f / (1.0f - p); }
+  // The random stream of one sample (window) of the batch.
+  FOLIO_HOST_DEVICE RandomStream stream(uint32_t sample) const {
+    return RandomStream{seed, purpose, step, first_sample + sample};
+  }
+  // Whether element `element` of sample `sample` is kept.
+  FOLIO_HOST_DEVICE bool keeps(uint32_t sample, uint64_t element) const {
+    return stream(sample).word(element) >= threshold();
+  }
+};
+
+FOLIO_HOST_DEVICE DropoutSpec dropout_spec(float p, uint64_t seed, uint32_t step, int layer,
+                                           DropoutSite site, uint32_t first_sample) {
+  const uint32_t purpose = (static_cast<uint32_t>(RandomPurpose::kDropout) << 24) |
+                           (static_cast<uint32_t>(layer) << 8) | static_cast<uint32_t>(site);
+  return DropoutSpec{p, seed, step, purpose, first_sample};
+}
+
+// No dropout (p = 0): what eval and generation use.
+FOLIO_HOST_DEVICE DropoutSpec no_dropout() { return DropoutSpec{}; }
+
+}  // namespace folio

@@ -1,0 +1,40 @@
+#include "data/batches.h"
+
+#include <algorithm>
+
+namespace folio {
+
+uint64_t random_window_start(uint64_t seed, RandomPurpose purpose, uint32_t step, uint32_t window,
+                             size_t split_length, int block_size) {
+  const RandomStream stream = make_stream(seed, purpose, step, window);
+  return uniform_below(stream.word64(0), split_length - static_cast<size_t>(block_size));
+}
+
+void fill_random_batch(Batch& batch, std::span<const int32_t> split, uint64_t seed,
+                       RandomPurpose purpose, uint32_t step, uint32_t first_window) {
+  const int T = batch.block_size;
+  for (int b = 0; b < batch.batch_size; ++b) {
+    const uint64_t start =
+        random_window_start(seed, purpose, step, first_window + b, split.size(), T);
+    std::copy_n(split.data() + start, T, batch.inputs.data() + size_t(b) * T);
+    std::copy_n(split.data() + start + 1, T, batch.targets.data() + size_t(b) * T);
+  }
+}
+
+size_t consecutive_window_count(size_t split_length, int block_size) {
+  return split_length < 1 ? 0 : (split_length - 1) / static_cast<size_t>(block_size);
+}
+
+int fill_consecutive_batch(Batch& batch, std::span<const int32_t> split, size_t first_window) {
+  const int T = batch.block_size;
+  const size_t total = consecutive_window_count(split.size(), T);
+  int filled = 0;
+  for (; filled < batch.batch_size && first_window + filled < total; ++filled) {
+    const size_t start = (first_window + filled) * size_t(T);
+    std::copy_n(split.data() + start, T, batch.inputs.data() + size_t(filled) * T);
+    std::copy_n(split.data() + start + 1, T, batch.targets.data() + size_t(filled) * T);
+  }
+  return filled;
+}
+
+}  // namespace folio

@@ -1,0 +1,42 @@
+// Training and evaluation batches: windows of block_size tokens and the same windows shifted by
+// one as targets. The seed draws window starts with torch.randint(len - block_size); folio draws
+// them from Philox keyed by (seed, purpose, step, global window index), so the windows of a
+// global batch do not depend on how it is split over ranks or micro-steps.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/philox.h"
+
+namespace folio {
+
+struct Batch {
+  int batch_size = 0, block_size = 0;
+  std::vector<int32_t> inputs;   // (batch_size, block_size)
+  std::vector<int32_t> targets;  // (batch_size, block_size)
+
+  Batch() = default;
+  Batch(int batch, int block)
+      : batch_size(batch), block_size(block), inputs(size_t(batch) * block),
+        targets(size_t(batch) * block) {}
+};
+
+// Start of window `window` (a global index) at `step`: uniform in [0, len - block_size).
+uint64_t random_window_start(uint64_t seed, RandomPurpose purpose, uint32_t step, uint32_t window,
+                             size_t split_length, int block_size);
+
+// Fills `batch` with windows first_window .. first_window + batch_size - 1 of `split`.
+void fill_random_batch(Batch& batch, std::span<const int32_t> split, uint64_t seed,
+                       RandomPurpose purpose, uint32_t step, uint32_t first_window);
+
+// Fills `batch` with consecutive non-overlapping windows starting at window `first_window`
+// (window k covers split[k * block_size, (k + 1) * block_size]); returns how many fit, the rest
+// of the batch is left unused.
+int fill_consecutive_batch(Batch& batch, std::span<const int32_t> split, size_t first_window);
+
+// How many consecutive non-overlapping windows the split holds.
+size_t consecutive_window_count(size_t split_length, int block_size);
+
+}  // namespace folio

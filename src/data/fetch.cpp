@@ -1,0 +1,39 @@
+#include "data/fetch.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/error.h"
+#include "core/sha256.h"
+
+namespace folio {
+
+std::string resolve_data_path(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  const std::string path = kTinyShakespearePath;
+  if (std::filesystem::exists(path)) return path;
+
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::string partial = path + ".download";
+  std::fprintf(stderr, "folio: fetching tiny-Shakespeare from %s\n", kTinyShakespeareUrl);
+  const std::string command = "curl -fsSL --max-time 120 -o '" + partial + "' '" +
+                              kTinyShakespeareUrl + "' 2>/dev/null";
+  const int status = std::system(command.c_str());
+  const auto no_network = [&](const std::string& why) {
+    std::filesystem::remove(partial);
+    return Error("no training text: " + path + " is absent and " + why +
+                 "; download it yourself from " + kTinyShakespeareUrl +
+                 " or pass --data FILE (any UTF-8 text)");
+  };
+  if (status != 0) throw no_network("fetching it failed (no network, or curl missing)");
+  const std::string digest = sha256_file_hex(partial);
+  if (digest != kTinyShakespeareSha256)
+    throw no_network("the downloaded file has sha256 " + digest + ", not the expected " +
+                     kTinyShakespeareSha256);
+  std::filesystem::rename(partial, path);
+  return path;
+}
+
+}  // namespace folio

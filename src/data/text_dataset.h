@@ -1,0 +1,35 @@
+// A text file as token ids, split as the seed splits it: the first int(train_fraction * len)
+// tokens are train, the rest val.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data/vocabulary.h"
+
+namespace folio {
+
+struct TextDataset {
+  std::string path;
+  std::string file_sha256;  // of the file's bytes: identifies the data in logs and rank checks
+  Vocabulary vocabulary;
+  std::vector<int32_t> tokens;
+  size_t train_size = 0;
+
+  std::span<const int32_t> train() const { return {tokens.data(), train_size}; }
+  std::span<const int32_t> val() const {
+    return {tokens.data() + train_size, tokens.size() - train_size};
+  }
+};
+
+// Reads and encodes `path`. With `vocabulary` (from a checkpoint) the text is encoded with it and
+// a character outside it is an error; without, the vocabulary is built from the text.
+TextDataset load_text_dataset(const std::string& path, double train_fraction,
+                              const Vocabulary* vocabulary = nullptr);
+
+// Both splits must hold at least one window of block_size + 1 tokens (input and shifted target).
+void check_dataset_fits(const TextDataset& dataset, int block_size);
+
+}  // namespace folio

@@ -1,0 +1,74 @@
+#include "data/vocabulary.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "data/utf8.h"
+
+namespace folio {
+
+Vocabulary Vocabulary::from_text(std::u32string_view text) {
+  std::vector<bool> seen_small(0x10000, false);
+  std::vector<char32_t> large;
+  for (char32_t c : text) {
+    if (c < 0x10000) seen_small[c] = true;
+    else large.push_back(c);
+  }
+  Vocabulary vocabulary;
+  for (char32_t c = 0; c < 0x10000; ++c)
+    if (seen_small[c]) vocabulary.symbols_.push_back(c);
+  std::sort(large.begin(), large.end());
+  large.erase(std::unique(large.begin(), large.end()), large.end());
+  vocabulary.symbols_.insert(vocabulary.symbols_.end(), large.begin(), large.end());
+  return vocabulary;
+}
+
+Vocabulary Vocabulary::from_utf8_symbols(std::string_view symbols_utf8) {
+  Utf8Problem problem;
+  auto decoded = decode_utf8(symbols_utf8, &problem, /*translate_newlines=*/false);
+  if (!decoded) throw Error("the vocabulary is not valid UTF-8: " + problem.what);
+  Vocabulary vocabulary;
+  vocabulary.symbols_.assign(decoded->begin(), decoded->end());
+  if (!std::is_sorted(vocabulary.symbols_.begin(), vocabulary.symbols_.end()) ||
+      std::adjacent_find(vocabulary.symbols_.begin(), vocabulary.symbols_.end()) !=
+          vocabulary.symbols_.end())
+    throw Error("the vocabulary is not a sorted list of distinct characters");
+  return vocabulary;
+}
+
+std::string Vocabulary::symbols_utf8() const {
+  return encode_utf8(std::u32string_view(symbols_.data(), symbols_.size()));
+}
+
+int Vocabulary::id_of(char32_t c) const {
+  auto it = std::lower_bound(symbols_.begin(), symbols_.end(), c);
+  if (it == symbols_.end() || *it != c) return -1;
+  return static_cast<int>(it - symbols_.begin());
+}
+
+std::vector<int32_t> Vocabulary::encode(std::u32string_view text, const std::string& what) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const int id = id_of(text[i]);
+    if (id < 0)
+      throw Error(what + " has the character " + describe_code_point(text[i]) + " at position " +
+                  std::to_string(i) +
+                  ", which is not in the model's vocabulary; use only characters of the "
+                  "training text");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+void Vocabulary::append_decoded(std::string& out, int32_t id) const {
+  append_utf8(out, symbols_.at(static_cast<size_t>(id)));
+}
+
+std::string Vocabulary::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) append_decoded(out, id);
+  return out;
+}
+
+}  // namespace folio

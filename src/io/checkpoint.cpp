@@ -1,0 +1,135 @@
+#include "io/checkpoint.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/text_format.h"
+#include "io/safetensors.h"
+#include "model/gpt.h"
+#include "model/torch_names.h"
+
+namespace folio {
+
+namespace {
+
+constexpr const char* kFormat = "folio-gpt-1";
+
+// The structure of a metadata-less file, read off its tensor names and shapes.
+Config infer_structure(const SafetensorsFile& file, Config config) {
+  auto require = [&](const std::string& name) -> const SafetensorsTensor& {
+    const SafetensorsTensor* tensor = file.find(name);
+    if (tensor == nullptr || tensor->shape.size() < 1)
+      throw Error("checkpoint " + file.path() + " has no folio metadata and no tensor " + name +
+                  ": it is not a model of the seed's structure");
+    return *tensor;
+  };
+  const SafetensorsTensor& position = require("position_embedding_table.weight");
+  const SafetensorsTensor& token = require("token_embedding_table.weight");
+  if (position.shape.size() != 2 || token.shape.size() != 2)
+    throw Error("checkpoint " + file.path() + ": the embedding tables are not matrices");
+  config.block_size = static_cast<int>(position.shape[0]);
+  config.n_embd = static_cast<int>(position.shape[1]);
+  int layers = 0;
+  while (file.find("blocks." + std::to_string(layers) + ".ln1.weight")) ++layers;
+  int heads = 0;
+  while (file.find("blocks.0.sa.heads." + std::to_string(heads) + ".key.weight")) ++heads;
+  if (layers == 0 || heads == 0)
+    throw Error("checkpoint " + file.path() +
+                " has no blocks.0.ln1.weight or blocks.0.sa.heads.0.key.weight: it is not a "
+                "model of the seed's structure");
+  config.n_layer = layers;
+  config.n_head = heads;
+  const int head_size = static_cast<int>(require("blocks.0.sa.heads.0.key.weight").shape[0]);
+  config.head_size = head_size * heads == config.n_embd ? 0 : head_size;
+  config.bias = file.find("ln_f.bias") != nullptr;
+  if (file.find("lm_head.weight") == nullptr) config.tie_weights = true;
+  return config;
+}
+
+double metadata_number(const std::map<std::string, std::string>& metadata, const std::string& key,
+                       double fallback) {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) return fallback;
+  try {
+    return std::stod(it->second);
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
+                     const Vocabulary& vocabulary, int64_t step, double train_loss,
+                     double val_loss) {
+  const std::vector<float> flat = model.read_parameters();
+  for (size_t i = 0; i < flat.size(); ++i)
+    if (!std::isfinite(flat[i]))
+      throw Error("refusing to write " + path + ": the parameters hold a non-finite value");
+  const std::vector<NamedTensor> named = to_seed_state_dict(model.shape(), model.layout(), flat);
+  std::vector<TensorToWrite> tensors;
+  for (const NamedTensor& tensor : named)
+    tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
+  std::map<std::string, std::string> metadata = {
+      {"format", kFormat},
+      {"config", config_to_json(config).dump()},
+      {"vocab", vocabulary.symbols_utf8()},
+      {"step", std::to_string(step)},
+      {"train_loss", shortest_double(train_loss)},
+      {"val_loss", shortest_double(val_loss)},
+      {"parameters", std::to_string(model.parameter_count())},
+  };
+  write_safetensors(path, tensors, metadata);
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
+                                 const Vocabulary* data_vocabulary) {
+  const SafetensorsFile file = SafetensorsFile::read(path);
+  LoadedCheckpoint result;
+  result.path = path;
+  result.file_size = file.file_size();
+  const auto& metadata = file.metadata();
+  auto format = metadata.find("format");
+  if (format != metadata.end() && format->second == kFormat) {
+    result.written_by_folio = true;
+    try {
+      result.config = Config{};
+      apply_config_json(result.config, nlohmann::json::parse(metadata.at("config")),
+                        "checkpoint " + path);
+      result.vocabulary = Vocabulary::from_utf8_symbols(metadata.at("vocab"));
+    } catch (const nlohmann::json::exception&) {
+      throw Error("checkpoint " + path + " has damaged metadata (config or vocab)");
+    } catch (const std::out_of_range&) {
+      throw Error("checkpoint " + path + " lacks its config or vocab metadata");
+    }
+    result.step = static_cast<int64_t>(metadata_number(metadata, "step", -1));
+    result.train_loss = metadata_number(metadata, "train_loss", -1);
+    result.val_loss = metadata_number(metadata, "val_loss", -1);
+  } else {
+    if (data_vocabulary == nullptr)
+      throw Error("checkpoint " + path +
+                  " was not written by folio, so it carries no vocabulary: pass --data FILE "
+                  "with the text the model was trained on");
+    result.config = infer_structure(file, base_config);
+    result.vocabulary = *data_vocabulary;
+  }
+  validate_config(result.config);
+  result.shape = ModelShape::from_config(result.config, result.vocabulary.size());
+  const SafetensorsTensor* token = file.find("token_embedding_table.weight");
+  if (token != nullptr && !token->shape.empty() && token->shape[0] != result.vocabulary.size())
+    throw Error("checkpoint " + path + " has " + std::to_string(token->shape[0]) +
+                " token embeddings, but the vocabulary has " +
+                std::to_string(result.vocabulary.size()) +
+                " characters: use the text the model was trained on");
+  const ParameterLayout layout(result.shape);
+  result.parameters = from_seed_state_dict(result.shape, layout, file);
+  for (float value : result.parameters)
+    if (!std::isfinite(value))
+      throw Error("checkpoint " + path + " holds a non-finite parameter (NaN or Inf)");
+  result.data_sha256 = file.data_sha256();
+  return result;
+}
+
+}  // namespace folio

@@ -1,0 +1,46 @@
+// Model checkpoints: fp32 safetensors files with tensors named as the seed's PyTorch state_dict
+// (model/torch_names.h), and in __metadata__ the config (JSON), the vocabulary (its characters in
+// order), the step and the losses. PyTorch's load_state_dict takes the tensors as they are.
+//
+// folio also reads files written from a PyTorch model of the seed's structure
+// (safetensors.torch.save_file(model.state_dict(), ...)), which carry no metadata: the structure
+// (n_layer, n_head, n_embd, head_size, block_size, bias, tie_weights) is read off the tensors,
+// the rest of the config comes from the command line, the vocabulary from --data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/vocabulary.h"
+#include "model/model_shape.h"
+
+namespace folio {
+
+class GPT;
+
+struct LoadedCheckpoint {
+  std::string path;
+  Config config;
+  Vocabulary vocabulary;
+  ModelShape shape;
+  std::vector<float> parameters;  // flat, in the ParameterLayout of `shape`
+  bool written_by_folio = false;
+  int64_t step = -1;              // -1: not recorded
+  double train_loss = -1, val_loss = -1;  // -1: not recorded
+  size_t file_size = 0;
+  std::string data_sha256;
+};
+
+// Writes atomically (see write_safetensors); a failure leaves the previous file intact.
+void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
+                     const Vocabulary& vocabulary, int64_t step, double train_loss,
+                     double val_loss);
+
+// `base_config` and `data_vocabulary` are used only for files without folio metadata; then
+// `data_vocabulary` is required (nullptr is an error saying to pass --data).
+LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
+                                 const Vocabulary* data_vocabulary);
+
+}  // namespace folio

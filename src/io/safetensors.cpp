@@ -1,0 +1,266 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/sha256.h"
+
+namespace folio {
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the official reader's limit
+
+size_t dtype_size(const std::string& dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL" || dtype == "F8_E4M3" ||
+      dtype == "F8_E5M2")
+    return 1;
+  return 0;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      int shift = 0;
+      uint32_t m = mantissa;
+      while ((m & 0x400) == 0) m <<= 1, ++shift;
+      bits = sign | ((127 - 15 - shift + 1) << 23) | ((m & 0x3FF) << 13);
+    }
+  } else if (exponent == 31) {
+    bits = sign | 0x7F800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& why) {
+  throw Error("checkpoint " + path + " is not a valid safetensors file: " + why);
+}
+
+void write_all(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, data, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      throw Error("cannot write " + path + ": " + std::strerror(errno) +
+                  " (is the disk full or the folder read-only?)");
+    }
+    data += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+}  // namespace
+
+size_t SafetensorsTensor::element_count() const {
+  size_t count = 1;
+  for (int64_t d : shape) count *= static_cast<size_t>(d);
+  return count;
+}
+
+SafetensorsFile SafetensorsFile::read(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error))
+    throw Error("checkpoint " + path + " does not exist: pass --ckpt with a file written by "
+                "`folio train` (out_dir/ckpt.safetensors)");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw Error("cannot open checkpoint " + path + ": check its permissions");
+  SafetensorsFile result;
+  result.path_ = path;
+  result.bytes_.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  const std::string& bytes = result.bytes_;
+  result.file_size_ = bytes.size();
+  if (bytes.size() < 8) corrupt(path, "it is shorter than the 8-byte header length (truncated?)");
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(bytes[i]);
+  if (header_size > kMaxHeaderBytes)
+    corrupt(path, "its header claims " + std::to_string(header_size) + " bytes (limit 100 MiB)");
+  if (header_size > bytes.size() - 8)
+    corrupt(path, "its header runs past the end of the file (truncated?)");
+  result.data_start_ = 8 + static_cast<size_t>(header_size);
+  const size_t data_size = bytes.size() - result.data_start_;
+
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + header_size);
+  } catch (const nlohmann::json::exception&) {
+    corrupt(path, "its header is not valid JSON");
+  }
+  if (!header.is_object()) corrupt(path, "its header is not a JSON object");
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) corrupt(path, "__metadata__ is not an object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) corrupt(path, "metadata entry " + key + " is not a string");
+        result.metadata_[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets"))
+      corrupt(path, "tensor " + name + " lacks dtype, shape or data_offsets");
+    SafetensorsTensor tensor;
+    tensor.name = name;
+    if (!entry["dtype"].is_string()) corrupt(path, "tensor " + name + " has a non-string dtype");
+    tensor.dtype = entry["dtype"].get<std::string>();
+    const size_t element_size = dtype_size(tensor.dtype);
+    if (element_size == 0) corrupt(path, "tensor " + name + " has unknown dtype " + tensor.dtype);
+    const auto& shape = entry["shape"];
+    if (!shape.is_array() || shape.size() > 8)
+      corrupt(path, "tensor " + name + " has a malformed shape");
+    size_t count = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned()) corrupt(path, "tensor " + name + " has a negative dimension");
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim != 0 && count > std::numeric_limits<size_t>::max() / 8 / dim)
+        corrupt(path, "tensor " + name + " is impossibly large");
+      count *= static_cast<size_t>(dim);
+      tensor.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      corrupt(path, "tensor " + name + " has malformed data_offsets");
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    if (begin > end || end > data_size)
+      corrupt(path, "tensor " + name + " lies outside the file (truncated?)");
+    if (end - begin != count * element_size)
+      corrupt(path, "tensor " + name + " has " + std::to_string(end - begin) +
+                        " bytes, but its dtype and shape need " +
+                        std::to_string(count * element_size));
+    tensor.begin = static_cast<size_t>(begin);
+    tensor.end = static_cast<size_t>(end);
+    ranges.emplace_back(tensor.begin, tensor.end);
+    result.tensors_.push_back(std::move(tensor));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second) corrupt(path, "two tensors overlap");
+  auto it = result.metadata_.find("data_sha256");
+  if (it != result.metadata_.end() && it->second != result.data_sha256())
+    throw Error("checkpoint " + path +
+                " is damaged: its tensor data does not match the checksum stored in it");
+  return result;
+}
+
+const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
+  for (const SafetensorsTensor& tensor : tensors_)
+    if (tensor.name == name) return &tensor;
+  return nullptr;
+}
+
+std::vector<float> SafetensorsFile::to_float32(const SafetensorsTensor& tensor) const {
+  const char* data = bytes_.data() + data_start_ + tensor.begin;
+  const size_t count = tensor.element_count();
+  std::vector<float> values(count);
+  if (tensor.dtype == "F32") {
+    std::memcpy(values.data(), data, count * 4);
+  } else if (tensor.dtype == "F64") {
+    for (size_t i = 0; i < count; ++i) {
+      double d;
+      std::memcpy(&d, data + 8 * i, 8);
+      values[i] = static_cast<float>(d);
+    }
+  } else if (tensor.dtype == "BF16" || tensor.dtype == "F16") {
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      if (tensor.dtype == "BF16") {
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(&values[i], &bits, 4);
+      } else {
+        values[i] = half_to_float(h);
+      }
+    }
+  } else {
+    throw Error("checkpoint " + path_ + ": tensor " + tensor.name + " has dtype " + tensor.dtype +
+                ", but parameters must be floating point (F32, F64, F16 or BF16)");
+  }
+  return values;
+}
+
+std::string SafetensorsFile::data_sha256() const {
+  return sha256_hex(std::string_view(bytes_).substr(data_start_));
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path folder =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::string temporary =
+      (folder / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid())))
+          .string();
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw Error("cannot create " + temporary + ": " + std::strerror(errno) +
+                " (is out_dir writable?)");
+  try {
+    write_all(fd, bytes.data(), bytes.size(), temporary);
+    if (::fsync(fd) != 0)
+      throw Error("cannot flush " + temporary + " to disk: " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(temporary.c_str());
+    throw Error("cannot move " + temporary + " over " + path + ": " + why);
+  }
+  const int folder_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (folder_fd >= 0) {
+    ::fsync(folder_fd);
+    ::close(folder_fd);
+  }
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       std::map<std::string, std::string> metadata) {
+  std::string data;
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  for (const TensorToWrite& tensor : tensors) {
+    size_t count = 1;
+    for (int64_t d : tensor.shape) count *= static_cast<size_t>(d);
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(tensor.data), count * sizeof(float));
+    header[tensor.name] = {{"dtype", "F32"}, {"shape", tensor.shape},
+                           {"data_offsets", {begin, data.size()}}};
+  }
+  metadata["data_sha256"] = sha256_hex(data);
+  header["__metadata__"] = metadata;
+  std::string header_text = header.dump();
+  // Pad with spaces so the data section starts 8-byte aligned, as the official writer does.
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  std::string file;
+  file.reserve(8 + header_text.size() + data.size());
+  const uint64_t size = header_text.size();
+  for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((size >> (8 * i)) & 0xFF));
+  file += header_text;
+  file += data;
+  write_file_atomically(path, file);
+}
+
+}  // namespace folio

@@ -1,0 +1,52 @@
+// The folio command: picks the subcommand and hands over; every user error arrives here as one
+// folio::Error and is printed once.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: folio <command> [options]\n\n"
+    "commands:\n"
+    "  train    train a GPT on a text file (folio train --help lists every config key)\n"
+    "  eval     exact train/val loss of a checkpoint, as one JSON line\n"
+    "  sample   generate text from a checkpoint\n"
+    "  bench    time training steps, as one JSON line\n\n"
+    "`folio <command> --help` describes each.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help") ||
+      !std::strcmp(argv[1], "-h")) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    folio::Arguments arguments(argc, argv, 2);
+    if (command == "train") return folio::train_command(arguments);
+    if (command == "eval") return folio::eval_command(arguments);
+    if (command == "sample") return folio::sample_command(arguments);
+    if (command == "bench") return folio::bench_command(arguments);
+    throw folio::UsageError("unknown command '" + command + "': use train, eval, sample or bench");
+  } catch (const folio::UsageError& error) {
+    std::fprintf(stderr, "folio: error: %s\n", error.what());
+    return 2;
+  } catch (const folio::Error& error) {
+    std::fprintf(stderr, "folio: error: %s\n", error.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "folio: error: out of memory: use a smaller batch_size or model\n");
+    return 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "folio: error: unexpected failure: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,83 @@
+#include "model/activation_plan.h"
+
+namespace folio {
+
+namespace {
+
+// Hands out aligned slices of one allocation; first pass counts, second pass assigns.
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(size_t count) {
+    constexpr size_t kAlignment = 256;
+    offset_ = (offset_ + kAlignment - 1) / kAlignment * kAlignment;
+    T* pointer = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
+    offset_ += count * sizeof(T);
+    return pointer;
+  }
+  size_t used() const { return offset_; }
+
+ private:
+  char* base_;
+  size_t offset_ = 0;
+};
+
+void carve(ActivationPlan& p, Carver& c, const ModelShape& s) {
+  const size_t BT = size_t(p.B) * p.T, C = s.n_embd, A = s.attention_width(),
+               F = s.hidden_width(), V = s.vocab_size;
+  p.tokens = c.take<int32_t>(BT);
+  p.targets = c.take<int32_t>(BT);
+  p.embedded = c.take<float>(BT * C);
+  p.layers.resize(s.n_layer);
+  for (LayerActivations& l : p.layers) {
+    l.ln1 = c.take<float>(BT * C);
+    l.ln1_mean = c.take<float>(BT);
+    l.ln1_rstd = c.take<float>(BT);
+    l.qkv = c.take<float>(BT * 3 * A);
+    l.probs = c.take<float>(size_t(p.B) * s.n_head * p.T * p.T);
+    l.att = c.take<float>(BT * A);
+    l.residual_mid = c.take<float>(BT * C);
+    l.ln2 = c.take<float>(BT * C);
+    l.ln2_mean = c.take<float>(BT);
+    l.ln2_rstd = c.take<float>(BT);
+    l.fc = c.take<float>(BT * F);
+    l.fc_act = c.take<float>(BT * F);
+    l.residual_out = c.take<float>(BT * C);
+  }
+  p.lnf = c.take<float>(BT * C);
+  p.lnf_mean = c.take<float>(BT);
+  p.lnf_rstd = c.take<float>(BT);
+  p.logits = c.take<float>(BT * V);
+  p.losses = c.take<float>(BT);
+  p.loss_sum = c.take<float>(1);
+  p.branch = c.take<float>(BT * C);
+  if (p.with_gradients) {
+    p.d_residual = c.take<float>(BT * C);
+    p.d_ln = c.take<float>(BT * C);
+    p.d_branch = c.take<float>(BT * C);
+    p.d_att = c.take<float>(BT * A);
+    p.d_qkv = c.take<float>(BT * 3 * A);
+    p.d_fc_act = c.take<float>(BT * F);
+    p.d_fc = c.take<float>(BT * F);
+    p.d_logits = c.take<float>(BT * V);
+  }
+}
+
+}  // namespace
+
+ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B, int T,
+                                bool with_gradients) {
+  ActivationPlan plan;
+  plan.B = B;
+  plan.T = T;
+  plan.with_gradients = with_gradients;
+  Carver counter(nullptr);
+  carve(plan, counter, shape);
+  plan.memory = DeviceBuffer(backend, counter.used());
+  Carver carver(plan.memory.as<char>());
+  carve(plan, carver, shape);
+  return plan;
+}
+
+}  // namespace folio

@@ -1,0 +1,58 @@
+// Every intermediate tensor of a forward and backward pass at a given (B, T), carved once out of
+// one allocation: nothing is allocated inside a training step. What each buffer keeps, and why:
+// the backward pass needs each op's inputs (and LayerNorm's mean and rstd, softmax's
+// probabilities); branch outputs before their dropout + residual add are not needed again, so
+// all layers share one `branch` buffer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/device_buffer.h"
+#include "model/model_shape.h"
+
+namespace folio {
+
+struct LayerActivations {
+  float *ln1, *ln1_mean, *ln1_rstd;  // (BT, C), (BT), (BT)
+  float* qkv;                         // (BT, 3A)
+  float* probs;                       // (B, H, T, T) softmax before dropout
+  float* att;                         // (BT, A) heads concatenated
+  float* residual_mid;                // (BT, C) x + sa(ln1(x))
+  float *ln2, *ln2_mean, *ln2_rstd;  // (BT, C), (BT), (BT)
+  float* fc;                          // (BT, 4C) before the nonlinearity
+  float* fc_act;                      // (BT, 4C) after it
+  float* residual_out;                // (BT, C) the block's output
+};
+
+struct ActivationPlan {
+  int B = 0, T = 0;
+  bool with_gradients = false;
+  DeviceBuffer memory;
+
+  int32_t *tokens = nullptr, *targets = nullptr;  // (BT) on the device
+  float* embedded = nullptr;                        // (BT, C) the residual stream into block 0
+  std::vector<LayerActivations> layers;
+  float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr;
+  float* logits = nullptr;    // (BT, V)
+  float* losses = nullptr;    // (BT)
+  float* loss_sum = nullptr;  // (1)
+  float* branch = nullptr;    // (BT, C) scratch: sa.proj or ffwd.net.2 output before dropout
+
+  // Gradients of activations (only with_gradients).
+  float* d_residual = nullptr;  // (BT, C) running gradient of the residual stream
+  float* d_ln = nullptr;        // (BT, C) gradient of a LayerNorm output
+  float* d_branch = nullptr;    // (BT, C)
+  float* d_att = nullptr;       // (BT, A)
+  float* d_qkv = nullptr;       // (BT, 3A)
+  float* d_fc_act = nullptr;    // (BT, 4C)
+  float* d_fc = nullptr;        // (BT, 4C)
+  float* d_logits = nullptr;    // (BT, V)
+
+  size_t bytes() const { return memory.bytes(); }
+};
+
+ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B, int T,
+                                bool with_gradients);
+
+}  // namespace folio

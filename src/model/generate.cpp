@@ -1,0 +1,70 @@
+#include "model/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/philox.h"
+
+namespace folio {
+
+int32_t sample_from_logits(std::vector<float> logits, const SamplingOptions& options,
+                           uint64_t word) {
+  const int V = static_cast<int>(logits.size());
+  if (options.temperature <= 0.0)
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  // Candidates sorted by logit, most likely first (ties: lower id first, for determinism).
+  std::vector<int32_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  int keep = V;
+  if (options.top_k > 0) keep = std::min(keep, options.top_k);
+  std::vector<double> probabilities(keep);
+  const double max_logit = logits[order[0]];
+  double total = 0.0;
+  for (int i = 0; i < keep; ++i)
+    total += probabilities[i] = std::exp((logits[order[i]] - max_logit) / options.temperature);
+  if (options.top_p < 1.0) {
+    // Smallest prefix whose probability reaches top_p (always at least one token).
+    double cumulative = 0.0;
+    int cut = 0;
+    while (cut < keep) {
+      cumulative += probabilities[cut++] / total;
+      if (cumulative >= options.top_p) break;
+    }
+    keep = cut;
+    total = std::accumulate(probabilities.begin(), probabilities.begin() + keep, 0.0);
+  }
+  const double target = static_cast<double>(word >> 11) * 0x1.0p-53 * total;
+  double cumulative = 0.0;
+  for (int i = 0; i < keep; ++i) {
+    cumulative += probabilities[i];
+    if (target < cumulative) return order[i];
+  }
+  return order[keep - 1];
+}
+
+std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
+                              const SamplingOptions& options, uint32_t sample_index,
+                              const std::function<void(int32_t)>& on_token) {
+  const int block_size = model.shape().block_size;
+  if (context.empty()) context.push_back(0);
+  int cached_rows = 0;  // rows of the current window whose keys and values are computed
+  for (int n = 0; n < options.max_new_tokens; ++n) {
+    const bool cropped = static_cast<int>(context.size()) > block_size;
+    const int T = cropped ? block_size : static_cast<int>(context.size());
+    const int32_t* window = context.data() + (context.size() - T);
+    const int first_row = cropped || cached_rows >= T ? 0 : cached_rows;
+    model.forward(window, nullptr, 1, T, DropoutContext{}, first_row);
+    cached_rows = cropped ? 0 : T;
+    const RandomStream stream =
+        make_stream(options.seed, RandomPurpose::kSampling, sample_index, static_cast<uint32_t>(n));
+    const int32_t next = sample_from_logits(model.logits_row(0, T - 1), options, stream.word64(0));
+    context.push_back(next);
+    if (on_token) on_token(next);
+  }
+  return context;
+}
+
+}  // namespace folio

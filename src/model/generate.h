@@ -1,0 +1,36 @@
+// Text generation: the seed's generate() (crop the context to the last block_size tokens, softmax
+// of the last position, multinomial draw), plus temperature, top-k and top-p. While the context
+// still fits in block_size, a key/value cache (the activations of earlier rows, see
+// GPT::forward's first_row) means each new token costs one row of compute, not a full forward.
+// Once it no longer fits every position shifts, so each step recomputes the window, as the seed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/gpt.h"
+
+namespace folio {
+
+struct SamplingOptions {
+  int max_new_tokens = 500;
+  double temperature = 1.0;  // 0: always the most likely token
+  int top_k = 0;             // 0: no top-k cut
+  double top_p = 1.0;        // 1: no nucleus cut
+  uint64_t seed = 1337;
+};
+
+// Draws one token id from logits with the options' temperature / top-k / top-p, using `word`
+// (a 64-bit random number) for the draw.
+int32_t sample_from_logits(std::vector<float> logits, const SamplingOptions& options,
+                           uint64_t word);
+
+// Continues `context` (token ids; empty starts from token 0, the seed's newline) by
+// max_new_tokens tokens, calling on_token with each as it is drawn. `sample_index` separates the
+// random streams of several samples with the same seed.
+std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
+                              const SamplingOptions& options, uint32_t sample_index,
+                              const std::function<void(int32_t)>& on_token);
+
+}  // namespace folio

@@ -1,0 +1,83 @@
+// The GPT of the seeds: token + position embedding, n_layer pre-LayerNorm blocks
+// (x + sa(ln1(x)), then x + ffwd(ln2(x))), a final LayerNorm and the lm_head, trained on the mean
+// cross-entropy over all positions. forward() and backward() in gpt.cpp read top to bottom like
+// the seed's Python; every computation is a Backend op.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/device_buffer.h"
+#include "model/activation_plan.h"
+#include "model/model_shape.h"
+#include "model/parameter_layout.h"
+
+namespace folio {
+
+// What dropout draws in one forward pass: the run's seed, the step, and the global index of the
+// batch's first window. p = 0 (eval, generation) turns every dropout off.
+struct DropoutContext {
+  float p = 0.0f;
+  uint64_t seed = 0;
+  uint32_t step = 0;
+  uint32_t first_sample = 0;
+
+  DropoutSpec at(int layer, DropoutSite site) const {
+    return p > 0.0f ? dropout_spec(p, seed, step, layer, site, first_sample) : no_dropout();
+  }
+};
+
+class GPT {
+ public:
+  GPT(Backend& backend, const ModelShape& shape);
+
+  const ModelShape& shape() const { return shape_; }
+  const ParameterLayout& layout() const { return layout_; }
+  Backend& backend() const { return backend_; }
+  size_t parameter_count() const { return layout_.total(); }
+
+  // ---- parameters (device memory, flat) -------------------------------------------------------
+  float* parameters() const { return parameters_.as<float>(); }
+  float* gradients() const { return gradients_.as<float>(); }
+  // Every Linear and Embedding weight N(0, init_std), biases 0, LayerNorm 1 and 0; with
+  // scaled_residual_init, sa.proj and ffwd.net.2 weights N(0, init_std / sqrt(2 n_layer)).
+  void initialize(uint64_t seed, double init_std, bool scaled_residual_init);
+  std::vector<float> read_parameters() const;
+  void write_parameters(const std::vector<float>& host);
+  std::vector<float> read_gradients() const;
+  void zero_gradients();
+
+  // ---- passes -----------------------------------------------------------------------------------
+  // Forward over tokens (B, T) (host memory); with targets, also the per-position losses.
+  // first_row > 0 (only with B = 1) computes rows first_row..T-1 alone, reusing the earlier rows'
+  // keys and values from the previous call: the key/value cache of generation.
+  void forward(const int32_t* tokens, const int32_t* targets, int B, int T,
+               const DropoutContext& dropout, int first_row = 0);
+  // Mean loss of the last forward with targets (waits for the device).
+  float mean_loss() const;
+  // Accumulates into gradients() the gradient of (dloss * sum of the per-position losses) of the
+  // last forward; dloss = 1 / (B T) gives the gradient of the mean loss.
+  void backward(float dloss);
+  // Logits of row t of sample b of the last forward (host copy).
+  std::vector<float> logits_row(int b, int t) const;
+  std::vector<float> read_logits() const;  // (B, T, V) of the last forward
+
+  // Allocates the activations for batches of up to (B, T) now, rather than at the first forward.
+  void plan(int B, int T, bool with_gradients);
+  size_t activation_bytes() const { return activations_.bytes(); }
+
+ private:
+  Backend& backend_;
+  ModelShape shape_;
+  ParameterLayout layout_;
+  DeviceBuffer parameters_, gradients_;
+  ModelTensors weights_, grads_;
+  ActivationPlan activations_;
+  // The shape and dropout of the last forward, which backward() differentiates.
+  int last_B_ = 0, last_T_ = 0;
+  bool last_had_targets_ = false;
+  DropoutContext last_dropout_;
+};
+
+}  // namespace folio

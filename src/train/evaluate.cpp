@@ -1,0 +1,41 @@
+#include "train/evaluate.h"
+
+#include "data/batches.h"
+
+namespace folio {
+
+SplitLosses estimate_loss(GPT& model, const TextDataset& data, const Config& config,
+                          uint32_t round) {
+  const int B = config.batch_size, T = config.block_size;
+  Batch batch(B, T);
+  SplitLosses losses;
+  for (int split = 0; split < 2; ++split) {
+    const auto tokens = split == 0 ? data.train() : data.val();
+    const auto purpose = split == 0 ? RandomPurpose::kEvalTrainBatch : RandomPurpose::kEvalValBatch;
+    double total = 0.0;
+    for (int k = 0; k < config.eval_iters; ++k) {
+      fill_random_batch(batch, tokens, config.seed, purpose, round, static_cast<uint32_t>(k * B));
+      model.forward(batch.inputs.data(), batch.targets.data(), B, T, DropoutContext{});
+      total += model.mean_loss();
+    }
+    (split == 0 ? losses.train : losses.val) = total / config.eval_iters;
+  }
+  return losses;
+}
+
+double split_loss(GPT& model, std::span<const int32_t> split, int block_size, int batch_size,
+                  size_t* windows) {
+  const size_t count = consecutive_window_count(split.size(), block_size);
+  Batch batch(batch_size, block_size);
+  double total = 0.0;
+  for (size_t first = 0; first < count; first += batch_size) {
+    const int filled = fill_consecutive_batch(batch, split, first);
+    model.forward(batch.inputs.data(), batch.targets.data(), filled, block_size,
+                  DropoutContext{});
+    total += static_cast<double>(model.mean_loss()) * filled;
+  }
+  if (windows) *windows = count;
+  return count ? total / static_cast<double>(count) : 0.0;
+}
+
+}  // namespace folio
