@@ -74,8 +74,11 @@ void GPT::plan(int B, int T, bool with_gradients) {
 void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                   const DropoutContext& dropout, int first_row) {
   ActivationPlan& a = activations_;
-  if (B > a.B || T > a.T) plan(std::max(B, a.B), std::max(T, a.T), a.with_gradients);
-  if (first_row > 0 && B != 1) throw Error("internal: the key/value cache needs B = 1");
+  if (first_row > 0 && (B != 1 || T > a.T))
+    throw Error("internal: the key/value cache needs B = 1 and planned activations");
+  // Plan for whole windows at once, so that a growing generation context never re-plans (which
+  // would drop the cached rows).
+  if (B > a.B || T > a.T) plan(std::max(B, a.B), shape_.block_size, a.with_gradients);
   // Each op below works on rows first_row..T-1 of the (single) sample when first_row > 0.
   const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
   const int H = shape_.n_head, hs = shape_.head_size, V = shape_.vocab_size;

@@ -13,12 +13,14 @@
 
 namespace folio::cpu {
 
-// e^x to about 2 ulp over [-87.3, 88.7] (Cephes' expf polynomial after range reduction by
-// ln 2); 0 below that range, as softmax wants.
-#pragma omp declare simd notinbranch
+// e^x to about 2 ulp (Cephes' expf polynomial after range reduction by ln 2) for x in
+// [-87.3, 88.3]; outside, x is clamped, so tiny results come out near 1e-38 rather than 0 (which
+// is all softmax and GELU need). Written without floor, fmin or a final select: GCC keeps those
+// as library calls or branches unless -ffast-math is on, and the loop would not vectorise.
 inline float vexp(float x) {
-  const float clamped = std::fmin(std::fmax(x, -87.3f), 88.7f);
-  const float n = std::floor(clamped * 1.44269504088896341f + 0.5f);
+  const float clamped = std::min(std::max(x, -87.3f), 88.3f);
+  // Round x / ln 2 to the nearest integer with the 1.5 * 2^23 trick: no branch, no floor call.
+  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = clamped - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -31,12 +33,11 @@ inline float vexp(float x) {
   const int32_t exponent_bits = (static_cast<int32_t>(n) + 127) << 23;
   float power;
   std::memcpy(&power, &exponent_bits, sizeof(power));
-  return x < -87.3f ? 0.0f : p * power;
+  return p * power;
 }
 
 // erf(x) with absolute error below 2e-7 (Numerical Recipes' erfc Chebyshev fit, fractional
 // error 1.2e-7 on erfc). Good for GELU, where erf is added to 1; not for tiny |erf(x)|.
-#pragma omp declare simd notinbranch
 inline float verf(float x) {
   const float z = std::fabs(x);
   const float t = 1.0f / (1.0f + 0.5f * z);
@@ -50,8 +51,7 @@ inline float verf(float x) {
                                t * (-1.13520398f +
                                     t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
   const float erfc_z = t * vexp(poly);
-  const float erf_z = 1.0f - erfc_z;
-  return x < 0 ? -erf_z : erf_z;
+  return std::copysign(1.0f - erfc_z, x);
 }
 
 // Words first_word .. first_word + count - 1 of a random stream, as RandomStream::word() gives

@@ -1,0 +1,314 @@
+// Every op of every backend against the double-precision reference (backend/reference), forward
+// and backward: one table of checks, run for each backend this build has (cpu, and cuda when a
+// GPU is visible). fp32 results must agree to 1e-5 relative (||backend - ref|| / ||ref||).
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "backend/device_buffer.h"
+#include "backend/reference/activation.h"
+#include "backend/reference/attention.h"
+#include "backend/reference/cross_entropy.h"
+#include "backend/reference/dropout_add.h"
+#include "backend/reference/embedding.h"
+#include "backend/reference/layernorm.h"
+#include "backend/reference/matmul.h"
+#include "backend/reference/optimizer.h"
+#include "test_helpers.h"
+
+namespace folio {
+namespace {
+
+using testing::random_vector;
+using testing::relative_error;
+using Doubles = std::vector<double>;
+using Floats = std::vector<float>;
+
+constexpr double kTolerance = 1e-5;
+
+Doubles widen(const Floats& values) { return Doubles(values.begin(), values.end()); }
+
+class BackendOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { backend_ = make_backend(GetParam(), 0); }
+
+  template <typename T>
+  DeviceBuffer upload(const std::vector<T>& host) {
+    DeviceBuffer buffer(*backend_, std::max<size_t>(1, host.size()) * sizeof(T));
+    backend_->copy_to_device(buffer.get(), host.data(), host.size() * sizeof(T));
+    return buffer;
+  }
+  DeviceBuffer zeros(size_t n) {
+    DeviceBuffer buffer(*backend_, std::max<size_t>(1, n) * sizeof(float));
+    backend_->fill_zero(buffer.get(), n * sizeof(float));
+    return buffer;
+  }
+  // Fills a device buffer with NaN so that an element the op forgets to write shows up.
+  DeviceBuffer poisoned(size_t n) { return upload(Floats(n, std::nanf(""))); }
+  Floats download(const DeviceBuffer& buffer, size_t n) {
+    Floats host(n);
+    backend_->synchronize();
+    backend_->copy_to_host(host.data(), buffer.get(), n * sizeof(float));
+    return host;
+  }
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(BackendOps, Embedding) {
+  const int V = 11, B = 3, T = 5, C = 19, first_position = 2, Tmax = 8;
+  const std::vector<int32_t> tokens = {0, 3, 3, 10, 1, 3, 7, 7, 7, 2, 0, 0, 9, 5, 4};
+  const Floats wte = random_vector<float>(V * C, 1), wpe = random_vector<float>(Tmax * C, 2);
+  const Floats dout = random_vector<float>(B * T * C, 3);
+  auto d_tokens = upload(tokens);
+  auto d_wte = upload(wte), d_wpe = upload(wpe), d_out = poisoned(B * T * C);
+  backend_->embedding_forward(d_out.as<float>(), d_tokens.as<int32_t>(), d_wte.as<float>(),
+                              d_wpe.as<float>(), B, T, C, first_position);
+  Doubles out(B * T * C);
+  reference::embedding_forward(out.data(), tokens.data(), widen(wte).data(),
+                               widen(wpe).data(), B, T, C, first_position);
+  EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+
+  // Backward accumulates onto what the gradients already hold.
+  const Floats dwte0 = random_vector<float>(V * C, 4), dwpe0 = random_vector<float>(T * C, 5);
+  auto d_dwte = upload(dwte0), d_dwpe = upload(dwpe0), d_dout = upload(dout);
+  backend_->embedding_backward(d_dwte.as<float>(), d_dwpe.as<float>(), d_dout.as<float>(),
+                               d_tokens.as<int32_t>(), B, T, C);
+  Doubles dwte = widen(dwte0), dwpe = widen(dwpe0);
+  reference::embedding_backward(dwte.data(), dwpe.data(), widen(dout).data(), tokens.data(), B,
+                                T, C);
+  EXPECT_LT(relative_error(download(d_dwte, dwte.size()), dwte), kTolerance);
+  EXPECT_LT(relative_error(download(d_dwpe, dwpe.size()), dwpe), kTolerance);
+}
+
+TEST_P(BackendOps, LayerNorm) {
+  for (bool with_bias : {true, false}) {
+    const int N = 37, C = 53;
+    const Floats x = random_vector<float>(N * C, 6, 3.0), w = random_vector<float>(C, 7),
+                 b = random_vector<float>(C, 8), dout = random_vector<float>(N * C, 9);
+    const Floats dx0 = random_vector<float>(N * C, 10), dw0 = random_vector<float>(C, 11),
+                 db0 = random_vector<float>(C, 12);
+    auto d_x = upload(x), d_w = upload(w), d_b = upload(b), d_dout = upload(dout);
+    auto d_out = poisoned(N * C), d_mean = poisoned(N), d_rstd = poisoned(N);
+    backend_->layernorm_forward(d_out.as<float>(), d_mean.as<float>(), d_rstd.as<float>(),
+                                d_x.as<float>(), d_w.as<float>(),
+                                with_bias ? d_b.as<float>() : nullptr, N, C);
+    Doubles out(N * C), mean(N), rstd(N);
+    reference::layernorm_forward(out.data(), mean.data(), rstd.data(), widen(x).data(),
+                                 widen(w).data(), with_bias ? widen(b).data() : nullptr, N, C);
+    EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+    EXPECT_LT(relative_error(download(d_mean, N), mean), kTolerance);
+    EXPECT_LT(relative_error(download(d_rstd, N), rstd), kTolerance);
+
+    auto d_dx = upload(dx0), d_dw = upload(dw0), d_db = upload(db0);
+    backend_->layernorm_backward(d_dx.as<float>(), d_dw.as<float>(),
+                                 with_bias ? d_db.as<float>() : nullptr, d_dout.as<float>(),
+                                 d_x.as<float>(), d_w.as<float>(), d_mean.as<float>(),
+                                 d_rstd.as<float>(), N, C);
+    Doubles dx = widen(dx0), dw = widen(dw0), db = widen(db0);
+    reference::layernorm_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr,
+                                  widen(dout).data(), widen(x).data(), widen(w).data(),
+                                  mean.data(), rstd.data(), N, C);
+    EXPECT_LT(relative_error(download(d_dx, dx.size()), dx), kTolerance) << with_bias;
+    EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance) << with_bias;
+    if (with_bias) {
+      EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
+    } else {
+      EXPECT_EQ(download(d_db, db.size()), db0);  // untouched
+    }
+  }
+}
+
+TEST_P(BackendOps, Matmul) {
+  for (bool with_bias : {true, false}) {
+    const int N = 67, IC = 33, OC = 29;
+    const Floats x = random_vector<float>(N * IC, 13), w = random_vector<float>(OC * IC, 14),
+                 b = random_vector<float>(OC, 15), dout = random_vector<float>(N * OC, 16);
+    const Floats dw0 = random_vector<float>(OC * IC, 17), db0 = random_vector<float>(OC, 18);
+    auto d_x = upload(x), d_w = upload(w), d_b = upload(b), d_dout = upload(dout);
+    auto d_out = poisoned(N * OC);
+    backend_->matmul_forward(d_out.as<float>(), d_x.as<float>(), d_w.as<float>(),
+                             with_bias ? d_b.as<float>() : nullptr, N, IC, OC);
+    Doubles out(N * OC);
+    reference::matmul_forward(out.data(), widen(x).data(), widen(w).data(),
+                              with_bias ? widen(b).data() : nullptr, N, IC, OC);
+    EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+
+    auto d_dx = poisoned(N * IC), d_dw = upload(dw0), d_db = upload(db0);
+    backend_->matmul_backward(d_dx.as<float>(), d_dw.as<float>(),
+                              with_bias ? d_db.as<float>() : nullptr, d_dout.as<float>(),
+                              d_x.as<float>(), d_w.as<float>(), N, IC, OC);
+    Doubles dx(N * IC), dw = widen(dw0), db = widen(db0);
+    reference::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr,
+                               widen(dout).data(), widen(x).data(), widen(w).data(), N, IC, OC);
+    EXPECT_LT(relative_error(download(d_dx, dx.size()), dx), kTolerance);
+    EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance);
+    if (with_bias) {
+      EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
+    }
+  }
+}
+
+struct AttentionCase {
+  int B, T, H, hs;
+  float p;
+};
+
+TEST_P(BackendOps, Attention) {
+  // T = 70 crosses the CPU backend's 64-row blocks; hs * H != any C, as in the tiny preset.
+  for (const AttentionCase& c : {AttentionCase{2, 7, 3, 4, 0.0f}, AttentionCase{2, 7, 3, 4, 0.25f},
+                                 AttentionCase{1, 70, 2, 5, 0.0f}, AttentionCase{2, 70, 3, 10, 0.2f},
+                                 AttentionCase{3, 1, 2, 8, 0.2f}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << c.B << " T " << c.T << " H " << c.H << " hs "
+                                    << c.hs << " p " << c.p);
+    const int A = c.H * c.hs;
+    const DropoutSpec dropout =
+        c.p > 0 ? dropout_spec(c.p, 1337, 12, 3, DropoutSite::kAttentionWeights, 5) : no_dropout();
+    const Floats qkv = random_vector<float>(size_t(c.B) * c.T * 3 * A, 19, 1.5);
+    const Floats dout = random_vector<float>(size_t(c.B) * c.T * A, 20);
+    auto d_qkv = upload(qkv), d_dout = upload(dout);
+    auto d_out = poisoned(size_t(c.B) * c.T * A), d_probs = poisoned(size_t(c.B) * c.H * c.T * c.T);
+    backend_->attention_forward(d_out.as<float>(), d_probs.as<float>(), d_qkv.as<float>(), c.B,
+                                c.T, c.H, c.hs, 0, dropout);
+    Doubles out(size_t(c.B) * c.T * A), probs(size_t(c.B) * c.H * c.T * c.T);
+    reference::attention_forward(out.data(), probs.data(), widen(qkv).data(), c.B, c.T, c.H, c.hs,
+                                 0, dropout);
+    EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+    EXPECT_LT(relative_error(download(d_probs, probs.size()), probs), kTolerance);
+
+    auto d_dqkv = poisoned(qkv.size());
+    backend_->attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
+                                 d_probs.as<float>(), c.B, c.T, c.H, c.hs, dropout);
+    Doubles dqkv(qkv.size());
+    reference::attention_backward(dqkv.data(), widen(dout).data(), widen(qkv).data(),
+                                  probs.data(), c.B, c.T, c.H, c.hs, dropout);
+    EXPECT_LT(relative_error(download(d_dqkv, dqkv.size()), dqkv), kTolerance);
+  }
+}
+
+TEST_P(BackendOps, AttentionRecomputesOnlyTheRowsAfterQStart) {
+  // Generation's key/value cache: rows before q_start are kept, the rest computed anew.
+  const int B = 1, T = 9, H = 2, hs = 4, A = H * hs, q_start = 6;
+  const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 21);
+  Doubles out(size_t(T) * A), probs(size_t(H) * T * T);
+  reference::attention_forward(out.data(), probs.data(), widen(qkv).data(), B, T, H, hs, 0,
+                               no_dropout());
+  Floats start(out.begin(), out.end());
+  for (size_t i = size_t(q_start) * A; i < start.size(); ++i) start[i] = std::nanf("");
+  auto d_qkv = upload(qkv), d_out = upload(start), d_probs = zeros(probs.size());
+  backend_->attention_forward(d_out.as<float>(), d_probs.as<float>(), d_qkv.as<float>(), B, T, H,
+                              hs, q_start, no_dropout());
+  EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+}
+
+TEST_P(BackendOps, Activation) {
+  for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
+    const size_t n = 10007;
+    const Floats x = random_vector<float>(n, 22, 3.0), dout = random_vector<float>(n, 23);
+    auto d_x = upload(x), d_dout = upload(dout), d_out = poisoned(n), d_dx = poisoned(n);
+    backend_->activation_forward(d_out.as<float>(), d_x.as<float>(), n, kind);
+    backend_->activation_backward(d_dx.as<float>(), d_dout.as<float>(), d_x.as<float>(), n, kind);
+    Doubles out(n), dx(n);
+    reference::activation_forward(out.data(), widen(x).data(), n, kind);
+    reference::activation_backward(dx.data(), widen(dout).data(), widen(x).data(), n, kind);
+    EXPECT_LT(relative_error(download(d_out, n), out), kTolerance);
+    EXPECT_LT(relative_error(download(d_dx, n), dx), kTolerance);
+  }
+}
+
+TEST_P(BackendOps, DropoutAdd) {
+  for (float p : {0.0f, 0.2f}) {
+    const int B = 3;
+    const size_t per_sample = 5000;  // crosses the CPU backend's 4096-element chunks
+    const DropoutSpec dropout =
+        p > 0 ? dropout_spec(p, 42, 7, 4, DropoutSite::kAttentionOutput, 9) : no_dropout();
+    const Floats residual = random_vector<float>(B * per_sample, 24),
+                 branch = random_vector<float>(B * per_sample, 25),
+                 dout = random_vector<float>(B * per_sample, 26);
+    auto d_residual = upload(residual), d_branch = upload(branch), d_dout = upload(dout);
+    auto d_out = poisoned(B * per_sample), d_dbranch = poisoned(B * per_sample);
+    backend_->dropout_add_forward(d_out.as<float>(), d_residual.as<float>(), d_branch.as<float>(),
+                                  B, per_sample, dropout);
+    backend_->dropout_add_backward(d_dbranch.as<float>(), d_dout.as<float>(), B, per_sample,
+                                   dropout);
+    Doubles out(B * per_sample), dbranch(B * per_sample);
+    reference::dropout_add_forward(out.data(), widen(residual).data(), widen(branch).data(), B,
+                                   per_sample, dropout);
+    reference::dropout_add_backward(dbranch.data(), widen(dout).data(), B, per_sample, dropout);
+    EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance) << p;
+    EXPECT_LT(relative_error(download(d_dbranch, dbranch.size()), dbranch), kTolerance) << p;
+  }
+}
+
+TEST_P(BackendOps, CrossEntropy) {
+  const int N = 29, V = 65;
+  const float dloss = 1.0f / N;
+  std::vector<int32_t> targets(N);
+  for (int i = 0; i < N; ++i) targets[i] = (i * 37) % V;
+  const Floats logits = random_vector<float>(N * V, 27, 4.0);
+  auto d_logits = upload(logits), d_targets = upload(targets);
+  auto d_losses = poisoned(N), d_dlogits = poisoned(N * V);
+  backend_->cross_entropy_forward(d_losses.as<float>(), d_logits.as<float>(),
+                                  d_targets.as<int32_t>(), N, V);
+  backend_->cross_entropy_backward(d_dlogits.as<float>(), d_logits.as<float>(),
+                                   d_targets.as<int32_t>(), N, V, dloss);
+  Doubles losses(N), dlogits(N * V);
+  reference::cross_entropy_forward(losses.data(), widen(logits).data(), targets.data(), N, V);
+  reference::cross_entropy_backward(dlogits.data(), widen(logits).data(), targets.data(), N, V,
+                                    double(dloss));
+  EXPECT_LT(relative_error(download(d_losses, N), losses), kTolerance);
+  EXPECT_LT(relative_error(download(d_dlogits, dlogits.size()), dlogits), kTolerance);
+}
+
+TEST_P(BackendOps, AdamW) {
+  const size_t n = 4099;
+  Floats params = random_vector<float>(n, 28), m(n, 0.0f), v(n, 0.0f);
+  auto d_params = upload(params), d_m = upload(m), d_v = upload(v);
+  Doubles params_ref = widen(params), m_ref(n, 0.0), v_ref(n, 0.0);
+  for (int step = 1; step <= 3; ++step) {
+    const Floats grads = random_vector<float>(n, 29 + step);
+    auto d_grads = upload(grads);
+    const AdamWStep update{1e-2, 0.9, 0.99, 1e-8, 0.1, step};
+    backend_->adamw_update(d_params.as<float>(), d_grads.as<float>(), d_m.as<float>(),
+                           d_v.as<float>(), n, update);
+    reference::adamw_update(params_ref.data(), widen(grads).data(), m_ref.data(), v_ref.data(),
+                            n, update);
+  }
+  EXPECT_LT(relative_error(download(d_params, n), params_ref), kTolerance);
+  EXPECT_LT(relative_error(download(d_m, n), m_ref), kTolerance);
+  EXPECT_LT(relative_error(download(d_v, n), v_ref), kTolerance);
+}
+
+TEST_P(BackendOps, ReductionsAndClipping) {
+  const size_t n = 100003;
+  const Floats x = random_vector<float>(n, 40);
+  auto d_x = upload(x), d_result = poisoned(1);
+  backend_->sum(d_result.as<float>(), d_x.as<float>(), n);
+  const double sum = reference::sum(widen(x).data(), n);
+  EXPECT_NEAR(download(d_result, 1)[0], sum, 1e-5 * std::sqrt(double(n)));
+  backend_->sum_of_squares(d_result.as<float>(), d_x.as<float>(), n);
+  const double squares = reference::sum_of_squares(widen(x).data(), n);
+  EXPECT_NEAR(download(d_result, 1)[0] / squares, 1.0, kTolerance);
+
+  // Clipping to half the norm halves every element; to twice the norm leaves them alone.
+  const float norm = static_cast<float>(std::sqrt(squares));
+  backend_->clip_by_norm(d_x.as<float>(), n, d_result.as<float>(), 2 * norm);
+  EXPECT_EQ(download(d_x, n), x);
+  backend_->clip_by_norm(d_x.as<float>(), n, d_result.as<float>(), norm / 2);
+  Doubles clipped = widen(x);
+  reference::clip_by_norm(clipped.data(), n, squares, double(norm / 2));
+  EXPECT_LT(relative_error(download(d_x, n), clipped), kTolerance);
+  backend_->scale(d_x.as<float>(), n, 2.0f);
+  for (double& c : clipped) c *= 2;
+  EXPECT_LT(relative_error(download(d_x, n), clipped), kTolerance);
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> names = {"cpu"};
+  if (cuda_available()) names.push_back("cuda");
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, BackendOps, ::testing::ValuesIn(available_backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace folio

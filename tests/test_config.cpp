@@ -1,0 +1,125 @@
+// Config keys, presets, files and their errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "config/presets.h"
+#include "core/error.h"
+
+namespace folio {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsAreTheShakespeareCharPreset) {
+  const Config defaults, preset = load_config("shakespeare_char");
+  for (const ConfigKey& key : config_keys())
+    EXPECT_EQ(get_config_value(defaults, key), get_config_value(preset, key)) << key.name;
+}
+
+TEST(Config, PresetsHaveTheirRecipes) {
+  const Config tiny = load_config("tiny");
+  EXPECT_EQ(tiny.n_embd, 32);
+  EXPECT_EQ(tiny.n_head, 3);
+  EXPECT_EQ(tiny.effective_head_size(), 10);
+  EXPECT_EQ(tiny.attention_width(), 30);
+  EXPECT_EQ(tiny.block_size, 16);
+  EXPECT_NO_THROW(validate_config(tiny));
+
+  const Config nano = load_config("nanogpt_char");
+  EXPECT_EQ(nano.activation, "gelu");
+  EXPECT_FALSE(nano.bias);
+  EXPECT_TRUE(nano.tie_weights);
+  EXPECT_TRUE(nano.scaled_residual_init);
+  EXPECT_DOUBLE_EQ(nano.beta2, 0.99);
+  EXPECT_EQ(nano.decay_params, "matrices");
+  EXPECT_EQ(nano.lr_schedule, "cosine");
+  EXPECT_DOUBLE_EQ(nano.grad_clip, 1.0);
+
+  const Config baby = load_config("baby");
+  EXPECT_EQ(baby.block_size, 64);
+  EXPECT_EQ(baby.batch_size, 12);
+  EXPECT_EQ(baby.n_layer, 4);
+  EXPECT_EQ(baby.max_iters, 2000);
+  EXPECT_EQ(baby.lr_decay_iters, 2000);
+  EXPECT_DOUBLE_EQ(baby.dropout, 0.0);
+  EXPECT_EQ(baby.eval_iters, 20);
+  for (const Preset& p : presets()) EXPECT_NO_THROW(validate_config(load_config(p.name))) << p.name;
+}
+
+TEST(Config, UnknownKeySuggestsTheNearest) {
+  Config c;
+  const std::string message = error_of([&] { set_config_value(c, "lerning_rate", "1"); });
+  EXPECT_NE(message.find("unknown config key 'lerning_rate'"), std::string::npos) << message;
+  EXPECT_NE(message.find("did you mean learning_rate?"), std::string::npos) << message;
+}
+
+TEST(Config, MalformedAndOutOfRangeValuesNameTheKey) {
+  Config c;
+  EXPECT_NE(error_of([&] { set_config_value(c, "batch_size", "sixty"); }).find(
+                "config key batch_size: 'sixty' is not an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "dropout", "1.0"); }).find("out of range [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "batch_size", "0"); }).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "activation", "tanh"); }).find("relu|gelu"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "learning_rate", "nan"); }).find("finite"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "bias", "maybe"); }).find("boolean"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { set_config_value(c, "seed", "-1"); }).find("unsigned"),
+            std::string::npos);
+  set_config_value(c, "learning_rate", "1e-3");
+  EXPECT_DOUBLE_EQ(c.learning_rate, 1e-3);
+}
+
+TEST(Config, HeadsMustDivideTheWidthUnlessHeadSizeIsSet) {
+  Config c;
+  c.n_embd = 32;
+  c.n_head = 3;
+  const std::string message = error_of([&] { validate_config(c); });
+  EXPECT_NE(message.find("n_embd (32) is not divisible by n_head (3)"), std::string::npos);
+  c.head_size = 10;
+  EXPECT_NO_THROW(validate_config(c));
+}
+
+TEST(Config, FileLinesReportTheirLineNumbers) {
+  Config c;
+  apply_config_text(c, "# comment\nn_layer = 3  # trailing\n\nout_dir = \"my dir\"\n", "f.conf");
+  EXPECT_EQ(c.n_layer, 3);
+  EXPECT_EQ(c.out_dir, "my dir");
+  const std::string message = error_of([&] { apply_config_text(c, "\nn_layer 3\n", "f.conf"); });
+  EXPECT_NE(message.find("f.conf:2: expected `key = value`"), std::string::npos) << message;
+  EXPECT_NE(error_of([&] { apply_config_text(c, "nlayer = 3\n", "f.conf"); }).find("f.conf:1"),
+            std::string::npos);
+}
+
+TEST(Config, JsonRoundTripsEveryKey) {
+  Config c = load_config("nanogpt_char");
+  c.seed = 18446744073709551615ULL;
+  c.learning_rate = 0.1 + 0.2;
+  Config back;
+  apply_config_json(back, nlohmann::json::parse(config_to_json(c).dump()), "test");
+  for (const ConfigKey& key : config_keys())
+    EXPECT_EQ(get_config_value(c, key), get_config_value(back, key)) << key.name;
+}
+
+TEST(Config, UnknownPresetListsThePresets) {
+  const std::string message = error_of([] { load_config("shakespeare"); });
+  EXPECT_NE(message.find("not a preset (baby, nanogpt_char, shakespeare_char, tiny)"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace folio

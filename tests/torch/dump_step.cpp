@@ -1,0 +1,120 @@
+// Writes everything the PyTorch comparison (compare_with_torch.py) checks: the initial weights
+// under the seed's names, one batch, the dropout masks folio draws for it, the logits, the loss,
+// every parameter gradient and the weights after one AdamW step (with clipping and the
+// schedule's first learning rate).
+//
+//   folio_torch_dump --config NAME [--KEY=VALUE ...] --out DIR
+//
+// DIR/weights.safetensors is a folio checkpoint; DIR/expected.safetensors holds the rest.
+#include <filesystem>
+#include <iostream>
+
+#include "cli/arguments.h"
+#include "config/presets.h"
+#include "core/error.h"
+#include "core/text_format.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/gpt.h"
+#include "model/torch_names.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+
+using namespace folio;
+
+namespace {
+
+// Masks of (B, T, T) per head and (B, T, C) per residual branch, as 1.0 for kept, 0.0 for dropped.
+void add_masks(std::vector<NamedTensor>& out, const Config& c, const DropoutContext& dropout,
+               int B, int T) {
+  const int H = c.n_head, C = c.n_embd;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string prefix = "mask.blocks." + std::to_string(l);
+    const DropoutSpec weights = dropout.at(l, DropoutSite::kAttentionWeights);
+    for (int h = 0; h < H; ++h) {
+      NamedTensor mask{prefix + ".sa.heads." + std::to_string(h) + ".dropout", {B, T, T}, {}};
+      for (int b = 0; b < B; ++b)
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < T; ++j)
+            mask.values.push_back(weights.keeps(b, (uint64_t(h) * T + i) * T + j) ? 1.0f : 0.0f);
+      out.push_back(std::move(mask));
+    }
+    for (auto [site, name] : {std::pair{DropoutSite::kAttentionOutput, ".sa.dropout"},
+                              std::pair{DropoutSite::kFeedForwardOutput, ".ffwd.net.3"}}) {
+      const DropoutSpec spec = dropout.at(l, site);
+      NamedTensor mask{prefix + name, {B, T, C}, {}};
+      for (int b = 0; b < B; ++b)
+        for (int e = 0; e < T * C; ++e) mask.values.push_back(spec.keeps(b, e) ? 1.0f : 0.0f);
+      out.push_back(std::move(mask));
+    }
+  }
+}
+
+std::vector<NamedTensor> prefixed(const std::string& prefix, std::vector<NamedTensor> tensors) {
+  for (NamedTensor& t : tensors) t.name = prefix + t.name;
+  return tensors;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Arguments arguments(argc, argv, 1);
+    const std::string out_dir = arguments.take("out").value_or("");
+    Config c = load_config(arguments.take("config").value_or("shakespeare_char"));
+    arguments.apply_config_keys(c, {"out", "config"});
+    validate_config(c);
+    if (out_dir.empty()) throw Error("--out DIR is required");
+    std::filesystem::create_directories(out_dir);
+
+    std::u32string symbols;
+    for (char32_t ch = 32; ch < 32 + 65; ++ch) symbols.push_back(ch);
+    const Vocabulary vocabulary = Vocabulary::from_text(symbols);
+    const int V = vocabulary.size(), B = c.batch_size, T = c.block_size;
+
+    auto backend = make_backend("cpu", 0);
+    GPT model(*backend, ModelShape::from_config(c, V));
+    model.initialize(c.seed, c.init_std, c.scaled_residual_init);
+    save_checkpoint(out_dir + "/weights.safetensors", model, c, vocabulary, 0, 0, 0);
+
+    std::vector<int32_t> inputs(size_t(B) * T), targets(size_t(B) * T);
+    const RandomStream stream = make_stream(c.seed, RandomPurpose::kTrainBatch, 99, 0);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      inputs[i] = static_cast<int32_t>(stream.word(2 * i) % V);
+      targets[i] = static_cast<int32_t>(stream.word(2 * i + 1) % V);
+    }
+    const DropoutContext dropout{static_cast<float>(c.dropout), c.seed, 0, 0};
+    model.plan(B, T, true);
+    model.zero_gradients();
+    model.forward(inputs.data(), targets.data(), B, T, dropout);
+    const float loss = model.mean_loss();
+    model.backward(1.0f / (B * T));
+    const std::vector<float> logits = model.read_logits();
+    const std::vector<float> gradients = model.read_gradients();
+    AdamW optimizer(model, c);
+    optimizer.step(learning_rate_at(c, 0));
+
+    std::vector<NamedTensor> out = {
+        {"inputs", {B, T}, std::vector<float>(inputs.begin(), inputs.end())},
+        {"targets", {B, T}, std::vector<float>(targets.begin(), targets.end())},
+        {"logits", {B, T, V}, logits},
+        {"loss", {1}, {loss}},
+    };
+    for (NamedTensor& t : prefixed("grad.", to_seed_state_dict(model.shape(), model.layout(), gradients)))
+      out.push_back(std::move(t));
+    for (NamedTensor& t :
+         prefixed("updated.", to_seed_state_dict(model.shape(), model.layout(), model.read_parameters())))
+      out.push_back(std::move(t));
+    if (c.dropout > 0) add_masks(out, c, dropout, B, T);
+    std::vector<TensorToWrite> tensors;
+    for (const NamedTensor& t : out) tensors.push_back({t.name, t.shape, t.values.data()});
+    write_safetensors(out_dir + "/expected.safetensors", tensors,
+                      {{"learning_rate", shortest_double(learning_rate_at(c, 0))},
+                       {"parameters", std::to_string(model.parameter_count())}});
+    std::cout << "wrote " << out_dir << "\n";
+    return 0;
+  } catch (const Error& error) {
+    std::cerr << "folio_torch_dump: " << error.what() << "\n";
+    return 1;
+  }
+}
