@@ -69,14 +69,17 @@ class Backend {
   // ---- causal multi-head attention -----------------------------------------------------------
   // qkv is (B, T, 3A) with A = H * head_size: queries in [0, A), keys in [A, 2A), values in
   // [2A, 3A), head h in columns [h*hs, (h+1)*hs) of each. out is (B, T, A), the heads
-  // concatenated. probs (B, H, T, T) keeps softmax(q k^T / sqrt(hs)) (before dropout) for the
-  // backward pass. Only query rows t >= q_start are computed (rows before are already in out:
-  // the key/value cache of generation); training uses q_start = 0.
-  virtual void attention_forward(float* out, float* probs, const float* qkv, int B, int T, int H,
+  // concatenated: softmax(q k^T / sqrt(hs), causal) with dropout on the weights, times v.
+  // `saved` (attention_saved_floats() floats) keeps what the backward pass needs: the CPU keeps
+  // the (B, H, T, T) probabilities, a flash-style GPU kernel only each row's log-sum-exp.
+  // Only query rows t >= q_start are computed (rows before are already in out: the key/value
+  // cache of generation); training uses q_start = 0.
+  virtual size_t attention_saved_floats(int B, int T, int H, int head_size) const = 0;
+  virtual void attention_forward(float* out, float* saved, const float* qkv, int B, int T, int H,
                                  int head_size, int q_start, const DropoutSpec& dropout) = 0;
   // dqkv = (all of it); dout is (B, T, A)
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                  const float* probs, int B, int T, int H, int head_size,
+                                  const float* saved, int B, int T, int H, int head_size,
                                   const DropoutSpec& dropout) = 0;
 
   // ---- elementwise nonlinearity (ReLU, or exact erf GELU as torch.nn.GELU()) ----------------

@@ -23,7 +23,7 @@ class Carver {
   size_t offset_ = 0;
 };
 
-void carve(ActivationPlan& p, Carver& c, const ModelShape& s) {
+void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& backend) {
   const size_t BT = size_t(p.B) * p.T, C = s.n_embd, A = s.attention_width(),
                F = s.hidden_width(), V = s.vocab_size;
   p.tokens = c.take<int32_t>(BT);
@@ -35,7 +35,8 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s) {
     l.ln1_mean = c.take<float>(BT);
     l.ln1_rstd = c.take<float>(BT);
     l.qkv = c.take<float>(BT * 3 * A);
-    l.probs = c.take<float>(size_t(p.B) * s.n_head * p.T * p.T);
+    l.attention_saved =
+        c.take<float>(backend.attention_saved_floats(p.B, p.T, s.n_head, s.head_size));
     l.att = c.take<float>(BT * A);
     l.residual_mid = c.take<float>(BT * C);
     l.ln2 = c.take<float>(BT * C);
@@ -73,10 +74,10 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   plan.T = T;
   plan.with_gradients = with_gradients;
   Carver counter(nullptr);
-  carve(plan, counter, shape);
+  carve(plan, counter, shape, backend);
   plan.memory = DeviceBuffer(backend, counter.used());
   Carver carver(plan.memory.as<char>());
-  carve(plan, carver, shape);
+  carve(plan, carver, shape, backend);
   return plan;
 }
 

@@ -16,7 +16,7 @@ namespace folio {
 struct LayerActivations {
   float *ln1, *ln1_mean, *ln1_rstd;  // (BT, C), (BT), (BT)
   float* qkv;                         // (BT, 3A)
-  float* probs;                       // (B, H, T, T) softmax before dropout
+  float* attention_saved;             // what attention_backward needs (backend-defined size)
   float* att;                         // (BT, A) heads concatenated
   float* residual_mid;                // (BT, C) x + sa(ln1(x))
   float *ln2, *ln2_mean, *ln2_rstd;  // (BT, C), (BT), (BT)

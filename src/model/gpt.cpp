@@ -101,7 +101,7 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                         w.ln1_weight, w.ln1_bias, rows, C);
     k.matmul_forward(act.qkv + r0 * 3 * A, act.ln1 + r0 * C, w.qkv_weight, nullptr, rows, C,
                      3 * A);
-    k.attention_forward(act.att, act.probs, act.qkv, B, T, H, hs, first_row,
+    k.attention_forward(act.att, act.attention_saved, act.qkv, B, T, H, hs, first_row,
                         dropout.at(l, DropoutSite::kAttentionWeights));
     k.matmul_forward(a.branch + r0 * C, act.att + r0 * A, w.proj_weight, w.proj_bias, rows, A, C);
     k.dropout_add_forward(act.residual_mid + r0 * C, x + r0 * C, a.branch + r0 * C, B,
@@ -181,7 +181,7 @@ void GPT::backward(float dloss) {
                            dropout.at(l, DropoutSite::kAttentionOutput));
     k.matmul_backward(a.d_att, g.proj_weight, g.proj_bias, a.d_branch, act.att, w.proj_weight, BT,
                       A, C);
-    k.attention_backward(a.d_qkv, a.d_att, act.qkv, act.probs, B, T, H, hs,
+    k.attention_backward(a.d_qkv, a.d_att, act.qkv, act.attention_saved, B, T, H, hs,
                          dropout.at(l, DropoutSite::kAttentionWeights));
     k.matmul_backward(a.d_ln, g.qkv_weight, nullptr, a.d_qkv, act.ln1, w.qkv_weight, BT, C,
                       3 * A);

@@ -38,6 +38,11 @@ class CpuBackend final : public Backend {
                       int IC, int OC) override;
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int N, int IC, int OC) override;
+  // saved = the (B, H, T, T) probabilities before dropout
+  size_t attention_saved_floats(int B, int T, int H, int head_size) const override {
+    (void)head_size;
+    return static_cast<size_t>(B) * H * T * T;
+  }
   void attention_forward(float* out, float* probs, const float* qkv, int B, int T, int H,
                          int head_size, int q_start, const DropoutSpec& dropout) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
