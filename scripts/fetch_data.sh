@@ -7,9 +7,14 @@ target="${1:-data/tinyshakespeare/input.txt}"
 url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 expected="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 mkdir -p "$(dirname "$target")"
+# Copies that may already be on this machine (the project's shared folder).
+local_copy=""
+for candidate in ../shared/data/tinyshakespeare/input.txt /work/shared/data/tinyshakespeare/input.txt; do
+  [ -f "$candidate" ] && local_copy="$candidate" && break
+done
 if [ ! -f "$target" ]; then
-  if [ -f ../shared/data/tinyshakespeare/input.txt ]; then
-    cp ../shared/data/tinyshakespeare/input.txt "$target"
+  if [ -n "$local_copy" ]; then
+    cp "$local_copy" "$target"
   elif ! curl -fsSL --max-time 120 -o "$target.download" "$url"; then
     rm -f "$target.download"
     echo "fetch_data: cannot download $url (no network?)." >&2
