@@ -34,6 +34,7 @@ struct Config {
   double train_fraction = 0.9;
 
   // ---- optimisation ------------------------------------------------------------------------
+  std::string sampling = "random";  // random windows (the seed) or epochs (DistributedSampler)
   int batch_size = 64;
   int grad_accum = 1;
   int max_iters = 5000;
@@ -54,12 +55,14 @@ struct Config {
   int eval_iters = 200;
   int log_interval = 10;
   int sample_tokens = 500;
+  int checkpoint_interval = 500;  // training state for --resume; also written at exit
   std::string out_dir = "out";
 
   // ---- execution ---------------------------------------------------------------------------
   uint64_t seed = 1337;
   std::string device = "auto";
   int threads = 0;  // 0: every core this process may use
+  double dist_timeout = 300;  // seconds a rank waits for the others before giving up
 
   // Derived values.
   int effective_head_size() const { return head_size > 0 ? head_size : n_embd / n_head; }

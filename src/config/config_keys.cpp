@@ -48,6 +48,10 @@ const std::vector<ConfigKey>& config_keys() {
       {"train_fraction", "data", &Config::train_fraction,
        "leading fraction of the text used for training; the rest is validation", 0, 1, true,
        nullptr, false},
+      {"sampling", "data", &Config::sampling,
+       "random: windows at random offsets, as the seed; epoch: every window once per epoch, "
+       "shuffled per epoch and sharded over ranks, as DistributedSampler",
+       0, 0, false, "random|epoch", false},
       // optimizer --------------------------------------------------------------------------
       {"batch_size", "optimizer", &Config::batch_size, "windows per micro-batch (per rank)", 1,
        kIntMax, false, nullptr, false},
@@ -94,6 +98,10 @@ const std::vector<ConfigKey>& config_keys() {
       {"sample_tokens", "eval", &Config::sample_tokens,
        "characters sampled before and after training; 0 turns the samples off", 0, kIntMax,
        false, nullptr, false},
+      {"checkpoint_interval", "eval", &Config::checkpoint_interval,
+       "write the training state (for --resume) every this many steps, and at exit; 0: only at "
+       "exit",
+       0, kIntMax, false, nullptr, false},
       {"out_dir", "eval", &Config::out_dir,
        "folder for ckpt.safetensors and metrics.jsonl", 0, 0, false, nullptr, false},
       // run --------------------------------------------------------------------------------
@@ -104,6 +112,9 @@ const std::vector<ConfigKey>& config_keys() {
        0, 0, false, "auto|cpu|cuda", false},
       {"threads", "run", &Config::threads, "CPU threads; 0 means every core available", 0, 4096,
        false, nullptr, false},
+      {"dist_timeout", "run", &Config::dist_timeout,
+       "seconds a rank waits for the others in a collective before stopping with an error", 1,
+       1e6, false, nullptr, false},
   };
   return keys;
 }

@@ -28,6 +28,7 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : available
   omp_set_num_threads(threads_);
   cpu::set_gemm_threads(threads_);
   scratch_.resize(static_cast<size_t>(threads_));
+  sum_partials_.resize(static_cast<size_t>(threads_));
 }
 
 std::string CpuBackend::description() const {

@@ -78,6 +78,7 @@ class CpuBackend final : public Backend {
   int threads_;
   std::vector<std::vector<float>> scratch_;
   std::vector<float> partials_;
+  std::vector<double> sum_partials_;  // one per thread, for sum() and sum_of_squares()
 };
 
 }  // namespace folio

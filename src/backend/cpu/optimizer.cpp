@@ -1,5 +1,8 @@
 // AdamW, reductions and clipping on the CPU (reference: backend/reference/optimizer.h).
+#include <omp.h>
+
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 
@@ -28,20 +31,32 @@ void CpuBackend::adamw_update(float* params, const float* grads, float* m, float
   }
 }
 
-void CpuBackend::sum(float* result, const float* x, size_t n) {
-  double total = 0.0;
+// Sums in double, per thread over a static partition, added in thread order: the result does not
+// depend on timing (an OpenMP reduction clause combines in whatever order threads finish), so
+// clipping, and everything after it, is bit-reproducible run to run, as resume needs.
+template <typename Term>
+static double ordered_sum(const float* x, size_t n, std::vector<double>& partial, Term term) {
+  const int threads = static_cast<int>(partial.size());
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for simd reduction(+ : total) schedule(static)
-  for (std::ptrdiff_t i = 0; i < count; ++i) total += x[i];
-  *result = static_cast<float>(total);
+#pragma omp parallel num_threads(threads)
+  {
+    double mine = 0.0;
+#pragma omp for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) mine += term(x[i]);
+    partial[static_cast<size_t>(omp_get_thread_num())] = mine;
+  }
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+void CpuBackend::sum(float* result, const float* x, size_t n) {
+  *result = static_cast<float>(ordered_sum(x, n, sum_partials_, [](float v) { return double(v); }));
 }
 
 void CpuBackend::sum_of_squares(float* result, const float* x, size_t n) {
-  double total = 0.0;
-  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for simd reduction(+ : total) schedule(static)
-  for (std::ptrdiff_t i = 0; i < count; ++i) total += static_cast<double>(x[i]) * x[i];
-  *result = static_cast<float>(total);
+  *result = static_cast<float>(
+      ordered_sum(x, n, sum_partials_, [](float v) { return double(v) * double(v); }));
 }
 
 void CpuBackend::clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) {
