@@ -1,0 +1,71 @@
+#include "train/task_progress.h"
+
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "train/progress_format.h"
+
+namespace folio {
+
+TaskProgress::TaskProgress(std::string name, double total, std::string unit, StatusLine output,
+                           bool enabled, SecondsClock clock)
+    : name_(std::move(name)),
+      unit_(std::move(unit)),
+      total_(total),
+      output_(std::move(output)),
+      enabled_(enabled),
+      clock_(std::move(clock)),
+      start_seconds_(clock_()),
+      last_output_seconds_(-std::numeric_limits<double>::infinity()) {}
+
+TaskProgress::~TaskProgress() { finish(); }
+
+void TaskProgress::set_done(double done) {
+  done_ = done;
+  if (!enabled_ || finished_) return;
+  const double now = clock_(), running = now - start_seconds_;
+  const double since_output = now - last_output_seconds_;
+  if (output_.is_terminal()) {
+    if (running < kTerminalAppearSeconds || since_output < kRedrawSeconds) return;
+    std::vector<StatusField> fields = {{amount_text(), 2}};
+    if (total_ > 0) fields.push_back({"ETA " + eta_text(now), 1});
+    output_.show(
+        fit_status_line(name_, fraction(), fields, output_.columns(), output_.unicode()));
+  } else {
+    if (running < kFirstPlainLineSeconds || since_output < kPlainLineSeconds) return;
+    std::string line = name_ + ": ";
+    if (total_ > 0) {
+      char percent[16];
+      std::snprintf(percent, sizeof(percent), "%d%%", static_cast<int>(100 * fraction()));
+      line += std::string(percent) + " (" + amount_text() + "), ETA " + eta_text(now);
+    } else {
+      line += amount_text();
+    }
+    output_.print(line);
+  }
+  last_output_seconds_ = now;
+  shown_anything_ = true;
+}
+
+void TaskProgress::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (!enabled_ || !shown_anything_) return;
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f s", clock_() - start_seconds_);
+  output_.clear();
+  output_.print(name_ + ": " + format_count(done_) + " " + unit_ + " in " + seconds);
+}
+
+std::string TaskProgress::amount_text() const {
+  if (total_ <= 0) return format_count(done_) + " " + unit_;
+  return format_count(done_) + "/" + format_count(total_) + " " + unit_;
+}
+
+std::string TaskProgress::eta_text(double now) const {
+  if (done_ <= 0) return format_duration(-1);
+  return format_duration((now - start_seconds_) / done_ * (total_ - done_));
+}
+
+}  // namespace folio
