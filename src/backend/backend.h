@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/dropout_mask.h"
+#include "core/error.h"
 
 namespace folio {
 
@@ -25,6 +26,22 @@ struct AdamWStep {
   double beta1, beta2, eps;
   double weight_decay;
   int64_t step;  // 1-based count of updates, for the bias corrections
+};
+
+// How a backend computes (config keys dtype and tf32). The last two switches are rungs of
+// `folio bench --ladder`, which turns the optimisations on one at a time; all else leaves them on.
+struct BackendOptions {
+  std::string dtype = "auto";   // auto (bf16 on a GPU, fp32 on the CPU), fp32 or bf16
+  bool tf32 = false;            // fp32 matrix products on TF32 tensor cores (GPU only)
+  bool flash_attention = true;  // false: attention writes out the (B, H, T, T) probabilities
+  bool fused_kernels = true;    // false: each op its own kernels, bias adds and conversions too
+};
+
+// What changes from one replay of a recorded training step to the next (begin_step_capture).
+struct StepValues {
+  uint32_t dropout_step = 0;   // DropoutSpec::step of every dropout in the step
+  double learning_rate = 0.0;  // AdamWStep::learning_rate of every adamw_update in the step
+  int64_t adamw_step = 1;      // AdamWStep::step
 };
 
 class Backend {
@@ -113,10 +130,61 @@ class Backend {
   virtual void clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) = 0;
   // x *= factor
   virtual void scale(float* x, size_t n, float factor) = 0;
+
+  // ---- fused pairs: two ops above in one pass over memory -------------------------------------
+  // The defaults run the two ops; a GPU backend, where every pass is a trip to memory, fuses them.
+  // residual_out = residual + dropout(branch), then ln_out = layernorm(residual_out): the arguments
+  // of dropout_add_forward, then of layernorm_forward over its B * per_sample / C rows.
+  virtual void dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean,
+                                             float* rstd, const float* residual,
+                                             const float* branch, const float* weight,
+                                             const float* bias, int B, size_t per_sample, int C,
+                                             const DropoutSpec& dropout) {
+    dropout_add_forward(residual_out, residual, branch, B, per_sample, dropout);
+    layernorm_forward(ln_out, mean, rstd, residual_out, weight, bias,
+                      static_cast<int>(B * per_sample / C), C);
+  }
+  // layernorm_backward (dinp +=, dweight +=, dbias +=), then dbranch = dropout_add_backward of
+  // the updated dinp: from a LayerNorm's output back into the residual branch that fed it.
+  virtual void layernorm_dropout_add_backward(float* dinp, float* dbranch, float* dweight,
+                                              float* dbias, const float* dout, const float* inp,
+                                              const float* weight, const float* mean,
+                                              const float* rstd, int B, size_t per_sample, int C,
+                                              const DropoutSpec& dropout) {
+    layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd,
+                       static_cast<int>(B * per_sample / C), C);
+    dropout_add_backward(dbranch, dinp, B, per_sample, dropout);
+  }
+
+  // ---- hooks for accelerators; the defaults are what the CPU needs ----------------------------
+  // Where the model's flat fp32 parameters are: a backend computing matrix products in bf16 keeps
+  // a bf16 copy of them, which adamw_update refreshes as it writes the parameters.
+  virtual void set_parameter_buffer(const float* /*parameters*/, size_t /*count*/) {}
+  // The device's datasheet peak (FLOP/s) for dense matrix products in the type this backend
+  // computes them in, for MFU; 0 when there is none to trust (the CPU's is measured, train/mfu.h).
+  virtual double peak_flops() const { return 0.0; }
+
+  // ---- a training step recorded once and replayed (CUDA graphs) -------------------------------
+  // Between begin_step_capture() and end_step_capture() ops are recorded, not run; each
+  // replay_step() runs the recording. Frozen at capture: every shape, pointer and dropout
+  // probability. A replay changes the StepValues (dropout ops and adamw_update read them on the
+  // device) and the bytes of every copy_to_device made while capturing, which each replay copies
+  // again from the same host address: those host buffers must stay put and hold the new step's
+  // data (one token buffer per micro-batch). Nothing may be read back, synchronised, allocated or
+  // released while capturing; run one step uncaptured first, so that scratch memory exists.
+  virtual bool supports_step_capture() const { return false; }
+  virtual void begin_step_capture() {
+    throw Error("internal: the " + name() + " backend cannot record training steps");
+  }
+  virtual void end_step_capture() {}
+  virtual void replay_step(const StepValues& /*values*/) {}
 };
 
-// "cpu", "cuda" or "auto" (a GPU when one is there); `threads` 0 means all cores.
-std::unique_ptr<Backend> make_backend(const std::string& device, int threads);
-bool cuda_available();  // compiled with CUDA and a GPU is visible
+// "cpu", "cuda" or "auto" (a GPU when one is there); `threads` 0 means all cores. The CPU
+// backend computes in fp32 only and refuses dtype bf16.
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
+                                      const BackendOptions& options = {});
+bool cuda_available();     // compiled with CUDA and a GPU is visible
+int visible_gpu_count();  // 0 without CUDA
 
 }  // namespace folio

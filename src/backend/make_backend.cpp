@@ -18,15 +18,30 @@ bool cuda_available() {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
-  if (device == "cpu" || (device == "auto" && !cuda_available()))
+int visible_gpu_count() {
+#if defined(FOLIO_CUDA)
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
+                                      const BackendOptions& options) {
+  if (options.dtype != "auto" && options.dtype != "fp32" && options.dtype != "bf16")
+    throw Error("unknown dtype '" + options.dtype + "': use auto, fp32 or bf16");
+  if (device == "cpu" || (device == "auto" && !cuda_available())) {
+    if (options.dtype == "bf16")
+      throw Error("--dtype bf16 needs a GPU (--device cuda): the CPU backend computes in fp32; "
+                  "use --dtype fp32 or auto");
     return std::make_unique<CpuBackend>(threads);
+  }
   if (device == "cuda" || device == "auto") {
 #if defined(FOLIO_CUDA)
     if (!cuda_available())
       throw Error("--device cuda: no CUDA GPU is visible (check nvidia-smi and "
                   "CUDA_VISIBLE_DEVICES), or use --device cpu");
-    return make_cuda_backend(threads);
+    return make_cuda_backend(threads, options);
 #else
     throw Error("--device cuda: this folio was built without CUDA; rebuild with the CUDA "
                 "toolkit installed (cmake -DFOLIO_CUDA=ON) or use --device cpu");

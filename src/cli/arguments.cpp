@@ -25,6 +25,7 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
 }  // namespace
 
 Arguments::Arguments(int argc, char** argv, int first) {
+  for (int i = 1; i < argc; ++i) original_.push_back(argv[i]);
   for (int i = first; i < argc; ++i) {
     const std::string arg = argv[i];
     if (!looks_like_option(arg)) {
@@ -97,6 +98,20 @@ void Arguments::expect_empty(const std::vector<std::string>& command_options) co
   const std::string guess = nearest_name(name, command_options, false);
   throw UsageError("unknown option --" + name +
                    (guess.empty() ? "" : " (did you mean --" + guess + "?)"));
+}
+
+std::vector<std::string> Arguments::original_without(const std::string& name) const {
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < original_.size(); ++i) {
+    const std::string& arg = original_[i];
+    if (arg == "--" + name) {
+      if (i + 1 < original_.size() && !looks_like_option(original_[i + 1])) ++i;  // its value
+      continue;
+    }
+    if (arg.rfind("--" + name + "=", 0) == 0) continue;
+    kept.push_back(arg);
+  }
+  return kept;
 }
 
 int parse_int_option(const std::string& name, const std::string& value, long long min,

@@ -27,8 +27,12 @@ class Arguments {
   void apply_config_keys(Config& config, const std::vector<std::string>& command_options);
   // Errors if any option is left (for commands that take no config keys).
   void expect_empty(const std::vector<std::string>& command_options) const;
+  // The arguments as given (after the program name), without option `name` and its value:
+  // what `--nproc` hands to the ranks it starts.
+  std::vector<std::string> original_without(const std::string& name) const;
 
  private:
+  std::vector<std::string> original_;
   std::vector<std::pair<std::string, std::optional<std::string>>> options_;
   std::vector<std::string> positionals_;
 };

@@ -1,4 +1,8 @@
-// folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] [--init_from CKPT] [--key=value]
+// folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] [--init_from CKPT]
+//             [--resume DIR] [--nproc N|auto] [--KEY=VALUE ...]
+#include <unistd.h>
+
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -8,9 +12,51 @@
 #include "core/error.h"
 #include "data/fetch.h"
 #include "data/text_dataset.h"
+#include "dist/launch_environment.h"
+#include "dist/local_ranks.h"
+#include "dist/make_communicator.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
+#include "train/training_state.h"
 
 namespace folio {
+
+namespace {
+
+const std::vector<std::string> kTrainOptions = {"config", "init_from", "resume", "nproc", "help"};
+
+// SageMaker hands the data and the model folder over as channels: use them unless told otherwise.
+void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
+  if (config.data.empty() && !env.sagemaker_data_dir.empty()) {
+    const std::filesystem::path dir(env.sagemaker_data_dir);
+    if (std::filesystem::exists(dir / "input.txt")) {
+      config.data = (dir / "input.txt").string();
+    } else {
+      for (const auto& entry : std::filesystem::directory_iterator(dir))
+        if (entry.is_regular_file()) {
+          config.data = entry.path().string();
+          break;
+        }
+    }
+  }
+  if (config.out_dir == "out" && !env.sagemaker_model_dir.empty())
+    config.out_dir = env.sagemaker_model_dir;
+}
+
+// Keys a resumed run may change without changing what it computes.
+bool may_change_on_resume(const std::string& key) {
+  for (const char* allowed : {"max_iters", "log_interval", "checkpoint_interval", "threads",
+                              "device", "data", "out_dir", "sample_tokens", "dist_timeout"})
+    if (key == allowed) return true;
+  return false;
+}
+
+int cores_available() {
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+}  // namespace
 
 std::string config_keys_help() {
   std::ostringstream out;
@@ -23,9 +69,8 @@ std::string config_keys_help() {
     }
     std::string value = get_config_value(defaults, key);
     if (value.empty()) value = "\"\"";
-    std::string head = std::string("    --") + key.name + " (" + config_key_type(key) + ", " +
-                       value + ")";
-    out << head << "\n        " << key.help << "\n";
+    out << "    --" << key.name << " (" << config_key_type(key) << ", " << value << ")\n        "
+        << key.help << "\n";
   }
   return out.str();
 }
@@ -33,30 +78,81 @@ std::string config_keys_help() {
 int train_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
     std::cout << "usage: folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] "
-                 "[--init_from CKPT] [--KEY=VALUE ...]\n\n"
+                 "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--KEY=VALUE ...]\n\n"
                  "Trains a GPT on a UTF-8 text file. --config names a preset ("
               << preset_names()
-              << "; default shakespeare_char) or a file of `key = value` lines;\n"
-                 "each --KEY=VALUE then overrides one config key. --init_from starts from the "
-                 "weights of a checkpoint instead of a fresh init.\n\nconfig keys (type, default "
-                 "of shakespeare_char):"
+              << "; default shakespeare_char) or a file of `key = value` lines; each\n"
+                 "--KEY=VALUE then overrides one config key. --init_from starts from the weights "
+                 "of a checkpoint. --resume DIR continues the run\nwhose out_dir is DIR exactly "
+                 "where its last saved state left it. --nproc N starts N data-parallel ranks on "
+                 "this machine.\n\nconfig keys (type, default of shakespeare_char):"
               << config_keys_help();
     return 0;
   }
-  const std::string config_name = arguments.take("config").value_or("shakespeare_char");
+  const LaunchEnvironment env = detect_launch_environment();
+  if (auto nproc = arguments.take("nproc")) {
+    // auto: one rank per GPU, as the seed's "We have 2 GPUs! Using 2 GPUs"; one on a CPU.
+    const int count = *nproc == "auto" ? std::max(1, visible_gpu_count())
+                                       : parse_int_option("nproc", *nproc, 1, 1024);
+    if (count > 1 && !env.distributed()) {
+      // Become the launcher: the ranks are copies of this command without --nproc.
+      return run_local_ranks(count, arguments.original_without("nproc"),
+                             std::max(1, cores_available() / count));
+    }
+  }
+
+  const std::string resume_dir = arguments.take("resume").value_or("");
   const std::string init_from = arguments.take("init_from").value_or("");
-  Config config = load_config(config_name);
-  arguments.apply_config_keys(config, {"config", "init_from", "help"});
+  std::optional<TrainingState> state;
+  Config config;
+  if (!resume_dir.empty()) {
+    if (arguments.take("config")) throw UsageError("--resume takes the config of the run it resumes; drop --config");
+    state = load_training_state(training_state_path(resume_dir));
+    config = state->config;
+    config.out_dir = resume_dir;
+    const Config before = config;
+    arguments.apply_config_keys(config, kTrainOptions);
+    for (const ConfigKey& key : config_keys())
+      if (get_config_value(before, key) != get_config_value(config, key) &&
+          !may_change_on_resume(key.name))
+        throw UsageError(std::string("--resume continues a run exactly, so --") + key.name +
+                         " cannot change; start a new run with --init_from " + resume_dir +
+                         "/ckpt.safetensors instead");
+  } else {
+    config = load_config(arguments.take("config").value_or("shakespeare_char"));
+    arguments.apply_config_keys(config, kTrainOptions);
+  }
   if (!arguments.positionals().empty())
     throw UsageError("unexpected argument '" + arguments.positionals().front() +
                      "': options are written --key=value");
+  apply_sagemaker_channels(config, env);
   validate_config(config);
 
   const std::string data_path = resolve_data_path(config.data);
-  const TextDataset data = load_text_dataset(data_path, config.train_fraction);
+  const TextDataset data = load_text_dataset(
+      data_path, config.train_fraction, state ? &state->vocabulary : nullptr);
   check_dataset_fits(data, config.block_size);
+  if (state && data.file_sha256 != state->data_sha256)
+    throw Error("the text in " + data_path + " differs from the one the resumed run trained on "
+                "(sha256 " + data.file_sha256.substr(0, 12) + "... vs " +
+                state->data_sha256.substr(0, 12) + "...): pass --data with the original file");
+
+  std::unique_ptr<Communicator> communicator = make_communicator(env, config.dist_timeout);
   std::unique_ptr<Backend> backend = make_backend(config.device, config.threads);
-  train(config, data, *backend, init_from);
+  install_stop_handlers();
+  TrainOptions options;
+  options.init_from = init_from;
+  options.resume = state ? &*state : nullptr;
+  options.launcher = env.launcher_name();
+  try {
+    train(config, data, *backend, *communicator, options);
+  } catch (const Error& error) {
+    // With several ranks, say which one failed (unless the message already does).
+    const std::string message = error.what();
+    if (communicator->world_size() > 1 && message.rfind("rank ", 0) != 0)
+      throw Error("rank " + std::to_string(communicator->rank()) + ": " + message);
+    throw;
+  }
   return 0;
 }
 

@@ -4,23 +4,28 @@
 
 namespace folio {
 
-SplitLosses estimate_loss(GPT& model, const TextDataset& data, const Config& config,
-                          uint32_t round) {
+std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& data,
+                                               const Config& config, uint32_t round, int rank,
+                                               int world, const std::function<bool()>& keep_going) {
   const int B = config.batch_size, T = config.block_size;
+  const int64_t global_windows = int64_t(world) * B * config.grad_accum;
   Batch batch(B, T);
-  SplitLosses losses;
+  SplitLosses sums;
   for (int split = 0; split < 2; ++split) {
     const auto tokens = split == 0 ? data.train() : data.val();
     const auto purpose = split == 0 ? RandomPurpose::kEvalTrainBatch : RandomPurpose::kEvalValBatch;
-    double total = 0.0;
+    double& total = split == 0 ? sums.train : sums.val;
     for (int k = 0; k < config.eval_iters; ++k) {
-      fill_random_batch(batch, tokens, config.seed, purpose, round, static_cast<uint32_t>(k * B));
-      model.forward(batch.inputs.data(), batch.targets.data(), B, T, DropoutContext{});
-      total += model.mean_loss();
+      for (int micro = 0; micro < config.grad_accum; ++micro) {
+        const int64_t first = k * global_windows + (int64_t(micro) * world + rank) * B;
+        fill_random_batch(batch, tokens, config.seed, purpose, round, static_cast<uint32_t>(first));
+        model.forward(batch.inputs.data(), batch.targets.data(), B, T, DropoutContext{});
+        total += model.mean_loss();
+      }
+      if (keep_going && !keep_going()) return std::nullopt;
     }
-    (split == 0 ? losses.train : losses.val) = total / config.eval_iters;
   }
-  return losses;
+  return sums;
 }
 
 double split_loss(GPT& model, std::span<const int32_t> split, int block_size, int batch_size,

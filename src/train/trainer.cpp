@@ -6,12 +6,18 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "core/text_format.h"
 #include "data/batches.h"
+#include "data/epoch_sampler.h"
 #include "io/checkpoint.h"
 #include "io/metrics_log.h"
 #include "model/generate.h"
@@ -19,6 +25,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "train/evaluate.h"
+#include "train/stop_signal.h"
 
 namespace folio {
 
@@ -30,132 +37,426 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The CPU backend's "device" memory is host memory: collectives can work on it in place.
+bool device_memory_is_host(const Backend& backend) { return backend.name() == "cpu"; }
+
+// Checks at start that out_dir can take files: better now than after an hour of training.
 void prepare_out_dir(const std::string& out_dir) {
   std::error_code error;
   std::filesystem::create_directories(out_dir, error);
   if (error || !std::filesystem::is_directory(out_dir))
     throw Error("cannot create out_dir " + out_dir + ": " + error.message());
-  if (::access(out_dir.c_str(), W_OK) != 0)
-    throw Error("out_dir " + out_dir + " is not writable: pass --out_dir with a folder you own");
+  const std::string probe = (std::filesystem::path(out_dir) / ".folio_write_test").string();
+  std::ofstream file(probe);
+  file << "ok";
+  file.close();
+  if (!file)
+    throw Error("out_dir " + out_dir + " is not writable (or the disk is full): pass --out_dir "
+                "with a folder you can write to");
+  std::filesystem::remove(probe, error);
 }
 
-void print_sample(GPT& model, const Vocabulary& vocabulary, const Config& config,
-                  const char* when, uint32_t sample_index) {
-  std::cout << "--- sample " << when << " training (" << config.sample_tokens
+// Everything that must be equal on all ranks for their gradients to be summable: the config
+// (minus what may differ per host) and the text.
+std::string agreement_digest(const Config& config, const std::string& data_sha256) {
+  nlohmann::json json = config_to_json(config);
+  for (const char* per_rank : {"threads", "device", "out_dir", "data", "log_interval",
+                               "dist_timeout", "sample_tokens", "checkpoint_interval"})
+    json.erase(per_rank);
+  return sha256_hex(json.dump() + "\n" + data_sha256);
+}
+
+// Keeps the records a resumed run would have written: evaluations before `steps_done` (an
+// evaluation at step s runs before step s's update) and training records up to it.
+void truncate_metrics_log(const std::string& path, int64_t steps_done) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    try {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      const int64_t step = record.at("step").get<int64_t>();
+      const bool is_eval = record.at("type") == "eval";
+      if (is_eval ? step < steps_done : step <= steps_done) kept += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      // A line cut short by the kill: drop it.
+    }
+  }
+  in.close();
+  std::ofstream(path, std::ios::trunc) << kept;
+}
+
+class Trainer {
+ public:
+  Trainer(const Config& config, const TextDataset& data, Backend& backend,
+          Communicator& communicator, const TrainOptions& options);
+  TrainResult run();
+
+ private:
+  bool is_root() const { return communicator_.is_root(); }
+  void start_from_parameters();
+  void check_ranks_agree_on_setup();
+  void check_ranks_agree_on_weights(int step);
+  std::optional<SplitLosses> evaluate(int step);
+  double train_step(int step);
+  void sum_gradients_over_ranks();
+  void stop_if_not_finite(int step, double loss);
+  void save_state(int64_t steps_done);
+  bool stop_agreed();
+  void print_sample(const char* when, uint32_t index);
+
+  const Config config_;
+  const TextDataset& data_;
+  Backend& backend_;
+  Communicator& communicator_;
+  const TrainOptions options_;
+  const int batch_size_, block_size_;
+  const int64_t global_windows_;  // windows per step over all ranks and micro-steps
+  GPT model_;
+  AdamW optimizer_;
+  Batch batch_;
+  std::optional<EpochSampler> epoch_sampler_;
+  DeviceBuffer squared_norm_;
+  std::vector<float> host_gradients_;  // staging when the collectives cannot read device memory
+  std::string checkpoint_path_, state_path_;
+  std::optional<MetricsLog> metrics_;
+  int64_t start_step_ = 0;
+  double best_val_loss_ = std::numeric_limits<double>::infinity();
+  double earlier_seconds_ = 0;
+  Clock::time_point session_start_ = Clock::now();
+  TrainResult result_;
+};
+
+Trainer::Trainer(const Config& config, const TextDataset& data, Backend& backend,
+                 Communicator& communicator, const TrainOptions& options)
+    : config_(config), data_(data), backend_(backend), communicator_(communicator),
+      options_(options), batch_size_(config.batch_size), block_size_(config.block_size),
+      global_windows_(int64_t(communicator.world_size()) * config.batch_size * config.grad_accum),
+      model_(backend, ModelShape::from_config(config, data.vocabulary.size())),
+      optimizer_(model_, config), batch_(config.batch_size, config.block_size),
+      squared_norm_(backend, sizeof(float)) {
+  if (config.sampling == "epoch") epoch_sampler_.emplace(data.train(), block_size_, config.seed);
+  checkpoint_path_ = (std::filesystem::path(config.out_dir) / "ckpt.safetensors").string();
+  state_path_ = training_state_path(config.out_dir);
+}
+
+void Trainer::start_from_parameters() {
+  if (options_.resume != nullptr) {
+    const TrainingState& state = *options_.resume;
+    if (state.parameters.size() != model_.parameter_count())
+      throw Error("the training state has " + std::to_string(state.parameters.size()) +
+                  " parameters but the config's model has " +
+                  std::to_string(model_.parameter_count()));
+    model_.write_parameters(state.parameters);
+    const size_t bytes = state.parameters.size() * sizeof(float);
+    backend_.copy_to_device(optimizer_.first_moment(), state.first_moment.data(), bytes);
+    backend_.copy_to_device(optimizer_.second_moment(), state.second_moment.data(), bytes);
+    optimizer_.set_steps_taken(state.optimizer_steps);
+    start_step_ = state.steps_done;
+    best_val_loss_ = state.best_val_loss;
+    earlier_seconds_ = state.elapsed_seconds;
+    return;  // every rank read the same file: nothing to broadcast
+  }
+  if (!options_.init_from.empty()) {
+    const LoadedCheckpoint checkpoint = load_checkpoint(options_.init_from, config_,
+                                                        &data_.vocabulary);
+    if (checkpoint.parameters.size() != model_.parameter_count() ||
+        checkpoint.vocabulary.symbols() != data_.vocabulary.symbols())
+      throw Error("--init_from " + options_.init_from +
+                  ": its structure or vocabulary differs from this run's config and data");
+    model_.write_parameters(checkpoint.parameters);
+  } else {
+    model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init);
+  }
+  // As DistributedDataParallel does: every rank starts from rank 0's weights.
+  if (communicator_.world_size() > 1) {
+    std::vector<float> parameters = model_.read_parameters();
+    communicator_.broadcast(parameters.data(), parameters.size() * sizeof(float));
+    model_.write_parameters(parameters);
+  }
+}
+
+void Trainer::check_ranks_agree_on_setup() {
+  if (communicator_.world_size() == 1) return;
+  const std::string mine = agreement_digest(config_, data_.file_sha256);
+  std::string all(mine.size() * communicator_.world_size(), '\0');
+  communicator_.all_gather(mine.data(), all.data(), mine.size());
+  for (int r = 0; r < communicator_.world_size(); ++r)
+    if (all.compare(r * mine.size(), mine.size(), all, 0, mine.size()) != 0)
+      throw Error("rank " + std::to_string(r) +
+                  " runs a different config or data file than rank 0 (config and text checksums "
+                  "differ): give every rank the same --config, overrides and text");
+}
+
+void Trainer::check_ranks_agree_on_weights(int step) {
+  if (communicator_.world_size() == 1) return;
+  const std::vector<float> parameters = model_.read_parameters();
+  const std::string mine = sha256_hex(std::string_view(
+      reinterpret_cast<const char*>(parameters.data()), parameters.size() * sizeof(float)));
+  std::string all(mine.size() * communicator_.world_size(), '\0');
+  communicator_.all_gather(mine.data(), all.data(), mine.size());
+  for (int r = 1; r < communicator_.world_size(); ++r)
+    if (all.compare(r * mine.size(), mine.size(), all, 0, mine.size()) != 0)
+      throw Error("step " + std::to_string(step) + ": the weights of rank " + std::to_string(r) +
+                  " differ from rank 0's: the ranks have diverged (a non-deterministic "
+                  "collective or a hardware fault); stopping");
+}
+
+std::optional<SplitLosses> Trainer::evaluate(int step) {
+  const auto share = estimate_loss_share(model_, data_, config_, static_cast<uint32_t>(step),
+                                         communicator_.rank(), communicator_.world_size(),
+                                         [&] { return !stop_agreed(); });
+  if (!share) return std::nullopt;
+  // Sum the ranks' shares (in double precision, through two floats each: value and remainder).
+  double sums[2] = {share->train, share->val};
+  float pieces[4];
+  for (int i = 0; i < 2; ++i) {
+    pieces[2 * i] = static_cast<float>(sums[i]);
+    pieces[2 * i + 1] = static_cast<float>(sums[i] - pieces[2 * i]);
+  }
+  communicator_.all_reduce_sum(pieces, 4);
+  const double batches =
+      double(config_.eval_iters) * config_.grad_accum * communicator_.world_size();
+  return SplitLosses{(double(pieces[0]) + pieces[1]) / batches,
+                     (double(pieces[2]) + pieces[3]) / batches};
+}
+
+void Trainer::sum_gradients_over_ranks() {
+  if (communicator_.world_size() == 1) return;
+  const size_t n = model_.parameter_count();
+  if (device_memory_is_host(backend_) || communicator_.reduces_device_memory()) {
+    communicator_.all_reduce_sum(model_.gradients(), n);
+    return;
+  }
+  host_gradients_.resize(n);
+  backend_.copy_to_host(host_gradients_.data(), model_.gradients(), n * sizeof(float));
+  communicator_.all_reduce_sum(host_gradients_.data(), n);
+  backend_.copy_to_device(model_.gradients(), host_gradients_.data(), n * sizeof(float));
+}
+
+double Trainer::train_step(int step) {
+  const int world = communicator_.world_size(), rank = communicator_.rank();
+  model_.zero_gradients();
+  double loss = 0.0;
+  for (int micro = 0; micro < config_.grad_accum; ++micro) {
+    // This rank's windows of the global batch: global indices (micro * world + rank) * B + b.
+    const int64_t first_window = (int64_t(micro) * world + rank) * batch_size_;
+    if (epoch_sampler_) {
+      epoch_sampler_->fill(batch_, uint64_t(step) * global_windows_ + first_window);
+    } else {
+      fill_random_batch(batch_, data_.train(), config_.seed, RandomPurpose::kTrainBatch,
+                        static_cast<uint32_t>(step), static_cast<uint32_t>(first_window));
+    }
+    const DropoutContext dropout{static_cast<float>(config_.dropout), config_.seed,
+                                 static_cast<uint32_t>(step),
+                                 static_cast<uint32_t>(first_window)};
+    model_.forward(batch_.inputs.data(), batch_.targets.data(), batch_size_, block_size_,
+                   dropout);
+    // Each position's loss weighs 1 / (all positions of the global batch): summing the ranks'
+    // gradients then gives the gradient of the global mean loss.
+    model_.backward(1.0f / (static_cast<float>(global_windows_) * block_size_));
+    loss += model_.mean_loss();
+  }
+  sum_gradients_over_ranks();
+  float global_loss = static_cast<float>(loss / config_.grad_accum);
+  communicator_.all_reduce_sum(&global_loss, 1);
+  return static_cast<double>(global_loss) / world;
+}
+
+void Trainer::stop_if_not_finite(int step, double loss) {
+  const size_t n = model_.parameter_count();
+  backend_.sum_of_squares(squared_norm_.as<float>(), model_.gradients(), n);
+  float squared_norm = 0.0f;
+  backend_.copy_to_host(&squared_norm, squared_norm_.get(), sizeof(float));
+  if (std::isfinite(squared_norm) && std::isfinite(loss)) return;
+  std::string culprit = "the loss";
+  const std::vector<float> gradients = model_.read_gradients();
+  for (const ParameterTensor& tensor : model_.layout().tensors()) {
+    bool finite = true;
+    for (size_t i = 0; i < tensor.size && finite; ++i)
+      finite = std::isfinite(gradients[tensor.offset + i]);
+    if (!finite) {
+      culprit = "the gradient of " + tensor.name;
+      break;
+    }
+  }
+  throw Error("step " + std::to_string(step) + ": " + culprit +
+              " is not finite (NaN or Inf); training stopped before applying it, and " +
+              (std::isinf(best_val_loss_) ? std::string("no checkpoint was written")
+                                          : "the last good checkpoint is " + checkpoint_path_) +
+              "; lower learning_rate or set grad_clip");
+}
+
+void Trainer::save_state(int64_t steps_done) {
+  if (!is_root()) return;
+  TrainingState state;
+  state.config = config_;
+  state.vocabulary = data_.vocabulary;
+  state.data_sha256 = data_.file_sha256;
+  state.steps_done = steps_done;
+  state.optimizer_steps = optimizer_.steps_taken();
+  state.best_val_loss = best_val_loss_;
+  state.elapsed_seconds = earlier_seconds_ + seconds_since(session_start_);
+  state.parameters = model_.read_parameters();
+  const size_t n = model_.parameter_count();
+  state.first_moment.resize(n);
+  state.second_moment.resize(n);
+  backend_.copy_to_host(state.first_moment.data(), optimizer_.first_moment(), n * sizeof(float));
+  backend_.copy_to_host(state.second_moment.data(), optimizer_.second_moment(),
+                        n * sizeof(float));
+  for (float value : state.parameters)
+    if (!std::isfinite(value))
+      throw Error("refusing to write " + state_path_ + ": the parameters hold a non-finite value");
+  save_training_state(state_path_, state);
+}
+
+bool Trainer::stop_agreed() {
+  int64_t stop = stop_requested() ? 1 : 0;
+  communicator_.all_reduce_max(&stop, 1);
+  return stop != 0;
+}
+
+void Trainer::print_sample(const char* when, uint32_t index) {
+  if (!is_root() || config_.sample_tokens <= 0) return;
+  std::cout << "--- sample " << when << " training (" << config_.sample_tokens
             << " characters) ---\n";
-  SamplingOptions options;
-  options.max_new_tokens = config.sample_tokens;
-  options.seed = config.seed;
+  SamplingOptions sampling;
+  sampling.max_new_tokens = config_.sample_tokens;
+  sampling.seed = config_.seed;
   std::string piece;
-  generate(model, {}, options, sample_index, [&](int32_t id) {
+  generate(model_, {}, sampling, index, [&](int32_t id) {
     piece.clear();
-    vocabulary.append_decoded(piece, id);
+    data_.vocabulary.append_decoded(piece, id);
     std::cout << piece << std::flush;
   });
   std::cout << "\n--- end of sample ---\n" << std::flush;
 }
 
-}  // namespace
-
-TrainResult train(const Config& config, const TextDataset& data, Backend& backend,
-                  const std::string& initial_parameters) {
-  const Clock::time_point start = Clock::now();
-  const ModelShape shape = ModelShape::from_config(config, data.vocabulary.size());
-  GPT model(backend, shape);
-  if (initial_parameters.empty()) {
-    model.initialize(config.seed, config.init_std, config.scaled_residual_init);
-  } else {
-    const LoadedCheckpoint checkpoint =
-        load_checkpoint(initial_parameters, config, &data.vocabulary);
-    if (checkpoint.parameters.size() != model.parameter_count() ||
-        checkpoint.vocabulary.symbols() != data.vocabulary.symbols())
-      throw Error("--init_from " + initial_parameters +
-                  ": its structure or vocabulary differs from this run's config and data");
-    model.write_parameters(checkpoint.parameters);
+TrainResult Trainer::run() {
+  start_from_parameters();
+  check_ranks_agree_on_setup();
+  const ModelShape& shape = model_.shape();
+  if (is_root()) {
+    prepare_out_dir(config_.out_dir);
+    const std::string metrics_path =
+        (std::filesystem::path(config_.out_dir) / "metrics.jsonl").string();
+    if (options_.resume) truncate_metrics_log(metrics_path, start_step_);
+    metrics_.emplace(metrics_path, options_.resume != nullptr);
+    // As the seed: print(sum(p.numel() for p in model.parameters())/1e6, 'M parameters')
+    std::cout << shortest_double(static_cast<double>(model_.parameter_count()) / 1e6)
+              << " M parameters\n";
+    std::cout << "device " << backend_.description() << "; data " << data_.path << ": "
+              << data_.tokens.size() << " characters, vocabulary " << data_.vocabulary.size()
+              << ", train " << data_.train().size() << ", val " << data_.val().size() << "\n";
+    if (communicator_.world_size() > 1)
+      std::cout << "distributed: " << communicator_.world_size() << " ranks started by "
+                << options_.launcher << ", collectives over " << communicator_.name()
+                << "; global batch " << communicator_.world_size() << " x " << batch_size_
+                << " x " << config_.grad_accum << " = " << global_windows_ << " windows\n";
+    if (options_.resume)
+      std::cout << "resuming at step " << start_step_ << " of " << config_.max_iters << "\n";
+    std::cout << std::flush;
   }
-  // As the seed: print(sum(p.numel() for p in model.parameters())/1e6, 'M parameters')
-  std::cout << shortest_double(static_cast<double>(model.parameter_count()) / 1e6)
-            << " M parameters\n";
-  std::cout << "device " << backend.description() << "; data " << data.path << ": "
-            << data.tokens.size() << " characters, vocabulary " << data.vocabulary.size()
-            << ", train " << data.train().size() << ", val " << data.val().size() << "\n"
-            << std::flush;
+  (void)shape;
+  model_.plan(batch_size_, block_size_, /*with_gradients=*/true);
+  if (!options_.resume) print_sample("before", 0);
 
-  prepare_out_dir(config.out_dir);
-  const std::string checkpoint_path =
-      (std::filesystem::path(config.out_dir) / "ckpt.safetensors").string();
-  MetricsLog metrics((std::filesystem::path(config.out_dir) / "metrics.jsonl").string(), false);
-
-  const int B = config.batch_size, T = config.block_size;
-  model.plan(B, T, /*with_gradients=*/true);
-  AdamW optimizer(model, config);
-  if (config.sample_tokens > 0) print_sample(model, data.vocabulary, config, "before", 0);
-
-  TrainResult result;
-  double best_val_loss = std::numeric_limits<double>::infinity();
-  Batch batch(B, T);
-  const int64_t tokens_per_step = static_cast<int64_t>(B) * T * config.grad_accum;
+  const int64_t tokens_per_step = global_windows_ * block_size_;
   Clock::time_point window_start = Clock::now();
   int window_steps = 0;
-  for (int step = 0; step < config.max_iters; ++step) {
-    if (step % config.eval_interval == 0 || step == config.max_iters - 1) {
-      const SplitLosses losses = estimate_loss(model, data, config, static_cast<uint32_t>(step));
-      std::printf("step %d: train loss %.4f, val loss %.4f\n", step, losses.train, losses.val);
-      std::fflush(stdout);
-      metrics.write({{"type", "eval"}, {"step", step}, {"train_loss", losses.train},
-                     {"val_loss", losses.val}, {"time_s", seconds_since(start)},
-                     {"tokens", tokens_per_step * step}});
-      result.last_train_loss = losses.train;
-      result.last_val_loss = losses.val;
-      if (losses.val < best_val_loss) {
-        best_val_loss = losses.val;
-        save_checkpoint(checkpoint_path, model, config, data.vocabulary, step, losses.train,
-                        losses.val);
-        std::printf("step %d: val loss improved, saved %s\n", step, checkpoint_path.c_str());
+  for (int step = static_cast<int>(start_step_); step < config_.max_iters; ++step) {
+    if (step % config_.eval_interval == 0 || step == config_.max_iters - 1) {
+      const std::optional<SplitLosses> losses = evaluate(step);
+      if (!losses) {  // a stop signal arrived during the evaluation: redo it on resume
+        save_state(step);
+        result_.interrupted = true;
+        result_.steps_done = step;
+        break;
+      }
+      check_ranks_agree_on_weights(step);
+      result_.last_train_loss = losses->train;
+      result_.last_val_loss = losses->val;
+      if (is_root()) {
+        std::printf("step %d: train loss %.4f, val loss %.4f\n", step, losses->train,
+                    losses->val);
+        std::fflush(stdout);
+        metrics_->write({{"type", "eval"}, {"step", step}, {"train_loss", losses->train},
+                         {"val_loss", losses->val},
+                         {"time_s", earlier_seconds_ + seconds_since(session_start_)},
+                         {"tokens", tokens_per_step * step}});
+      }
+      if (losses->val < best_val_loss_) {
+        best_val_loss_ = losses->val;
+        if (is_root()) {
+          save_checkpoint(checkpoint_path_, model_, config_, data_.vocabulary, step,
+                          losses->train, losses->val);
+          std::printf("step %d: val loss improved, saved %s\n", step, checkpoint_path_.c_str());
+        }
       }
       window_start = Clock::now();  // progress timing leaves out the evaluation
       window_steps = 0;
     }
 
-    const double learning_rate = learning_rate_at(config, step);
-    const bool log_now = config.log_interval > 0 && (step + 1) % config.log_interval == 0;
-    model.zero_gradients();
-    double loss = 0.0;
-    for (int micro = 0; micro < config.grad_accum; ++micro) {
-      const uint32_t first_window = static_cast<uint32_t>(micro * B);
-      fill_random_batch(batch, data.train(), config.seed, RandomPurpose::kTrainBatch,
-                        static_cast<uint32_t>(step), first_window);
-      const DropoutContext dropout{static_cast<float>(config.dropout), config.seed,
-                                   static_cast<uint32_t>(step), first_window};
-      model.forward(batch.inputs.data(), batch.targets.data(), B, T, dropout);
-      model.backward(1.0f / static_cast<float>(tokens_per_step));
-      if (log_now) loss += model.mean_loss() / config.grad_accum;
-    }
-    optimizer.step(learning_rate);
+    const double learning_rate = learning_rate_at(config_, step);
+    const double loss = train_step(step);
+    stop_if_not_finite(step, loss);
+    optimizer_.step(learning_rate);
     ++window_steps;
-    result.steps = step + 1;
+    result_.steps_done = step + 1;
 
-    if (log_now) {
+    if (is_root() && config_.log_interval > 0 && (step + 1) % config_.log_interval == 0) {
       const double seconds = seconds_since(window_start);
       const double ms_per_step = 1000.0 * seconds / window_steps;
       const double tokens_per_second = tokens_per_step * window_steps / seconds;
       std::printf("iter %d/%d: loss %.4f, lr %.2e, %.1f ms/step, %.0f tokens/s\n", step + 1,
-                  config.max_iters, loss, learning_rate, ms_per_step, tokens_per_second);
+                  config_.max_iters, loss, learning_rate, ms_per_step, tokens_per_second);
       std::fflush(stdout);
-      metrics.write({{"type", "train"}, {"step", step + 1}, {"loss", loss},
-                     {"lr", learning_rate}, {"ms_per_step", ms_per_step},
-                     {"tokens_per_s", tokens_per_second}, {"time_s", seconds_since(start)},
-                     {"tokens", tokens_per_step * (step + 1)}});
+      metrics_->write({{"type", "train"}, {"step", step + 1}, {"loss", loss},
+                       {"lr", learning_rate}, {"ms_per_step", ms_per_step},
+                       {"tokens_per_s", tokens_per_second},
+                       {"time_s", earlier_seconds_ + seconds_since(session_start_)},
+                       {"tokens", tokens_per_step * (step + 1)}});
       window_start = Clock::now();
       window_steps = 0;
     }
+    if (config_.checkpoint_interval > 0 && (step + 1) % config_.checkpoint_interval == 0 &&
+        step + 1 < config_.max_iters)
+      save_state(step + 1);
+    if (stop_agreed()) {
+      save_state(step + 1);
+      result_.interrupted = true;
+      break;
+    }
   }
-  result.best_val_loss = best_val_loss;
-  result.seconds = seconds_since(start);
-  if (config.sample_tokens > 0) print_sample(model, data.vocabulary, config, "after", 1);
-  std::printf("trained %d steps in %.1f s; best val loss %.4f (checkpoint %s)\n", result.steps,
-              result.seconds, best_val_loss, checkpoint_path.c_str());
-  return result;
+  if (!result_.interrupted) {
+    save_state(std::max<int64_t>(start_step_, config_.max_iters));
+    result_.steps_done = std::max<int64_t>(start_step_, config_.max_iters);
+  }
+  result_.best_val_loss = best_val_loss_;
+  result_.seconds = earlier_seconds_ + seconds_since(session_start_);
+  if (is_root()) {
+    if (result_.interrupted) {
+      std::printf("interrupted after %lld of %d steps; the training state is saved in %s: "
+                  "resume with `folio train --resume %s`\n",
+                  static_cast<long long>(result_.steps_done), config_.max_iters,
+                  state_path_.c_str(), config_.out_dir.c_str());
+    } else {
+      print_sample("after", 1);
+      std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
+                  static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
+                  checkpoint_path_.c_str());
+    }
+    std::fflush(stdout);
+  }
+  return result_;
+}
+
+}  // namespace
+
+TrainResult train(const Config& config, const TextDataset& data, Backend& backend,
+                  Communicator& communicator, const TrainOptions& options) {
+  Trainer trainer(config, data, backend, communicator, options);
+  return trainer.run();
 }
 
 }  // namespace folio

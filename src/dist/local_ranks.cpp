@@ -1,0 +1,119 @@
+#include "dist/local_ranks.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+namespace folio {
+
+namespace {
+
+volatile sig_atomic_t forwarded_signal = 0;
+
+void remember_signal(int signal_number) { forwarded_signal = signal_number; }
+
+// A TCP port that was free a moment ago, for the ranks' rendezvous.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    throw Error("cannot find a free local port for the ranks' rendezvous");
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+}  // namespace
+
+int run_local_ranks(int count, const std::vector<std::string>& arguments, int threads_per_rank) {
+  bool sets_threads = false;
+  for (const std::string& argument : arguments)
+    if (argument.rfind("--threads", 0) == 0) sets_threads = true;
+  const std::string port = std::to_string(free_port());
+  std::printf("We have %d ranks! Using %d processes on this machine (rendezvous 127.0.0.1:%s)\n",
+              count, count, port.c_str());
+  std::fflush(stdout);
+
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  std::vector<pid_t> ranks(count, -1);
+  for (int rank = 0; rank < count; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error("cannot start rank " + std::to_string(rank) + ": fork failed");
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(count).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("FOLIO_NPROC_LAUNCHER", "1", 1);
+      std::vector<std::string> child_arguments = {"folio"};
+      child_arguments.insert(child_arguments.end(), arguments.begin(), arguments.end());
+      if (!sets_threads) child_arguments.push_back("--threads=" + std::to_string(threads_per_rank));
+      std::vector<char*> argv;
+      for (std::string& argument : child_arguments) argv.push_back(argument.data());
+      argv.push_back(nullptr);
+      ::execv("/proc/self/exe", argv.data());
+      std::fprintf(stderr, "folio: error: cannot start rank %d: %s\n", rank, std::strerror(errno));
+      ::_exit(127);
+    }
+    ranks[rank] = pid;
+  }
+
+  int exit_code = 0, running = count;
+  bool stopping = false;
+  auto stop_deadline = std::chrono::steady_clock::time_point::max();
+  while (running > 0) {
+    if (forwarded_signal != 0) {
+      for (pid_t pid : ranks)
+        if (pid > 0) ::kill(pid, forwarded_signal);
+      forwarded_signal = 0;
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      int rank = 0;
+      while (rank < count && ranks[rank] != pid) ++rank;
+      if (rank == count) continue;
+      ranks[rank] = -1;
+      --running;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (code != 0 && !stopping) {
+        std::fprintf(stderr, "folio: error: rank %d %s %d; stopping the other ranks\n", rank,
+                     WIFEXITED(status) ? "exited with code" : "was killed by signal",
+                     WIFEXITED(status) ? code : WTERMSIG(status));
+        exit_code = code;
+        stopping = true;
+        stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        for (pid_t other : ranks)
+          if (other > 0) ::kill(other, SIGTERM);
+      }
+      continue;
+    }
+    if (stopping && std::chrono::steady_clock::now() > stop_deadline) {
+      for (pid_t other : ranks)
+        if (other > 0) ::kill(other, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return exit_code;
+}
+
+}  // namespace folio

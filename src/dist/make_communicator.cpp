@@ -1,0 +1,43 @@
+#include "dist/make_communicator.h"
+
+#include "core/error.h"
+#include "dist/tcp_communicator.h"
+
+#if defined(FOLIO_MPI)
+#include "dist/mpi_communicator.h"
+#endif
+
+namespace folio {
+
+bool mpi_available() {
+#if defined(FOLIO_MPI)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
+                                                double timeout_seconds) {
+  switch (env.launcher) {
+    case Launcher::kSingle:
+      return std::make_unique<LocalCommunicator>();
+    case Launcher::kMpirun:
+    case Launcher::kSrun:
+#if defined(FOLIO_MPI)
+      return std::make_unique<MpiCommunicator>(env, timeout_seconds);
+#else
+      throw Error("started by " + env.launcher_name() +
+                  ", but this folio was built without MPI: install libopenmpi-dev and rebuild, "
+                  "or start the ranks with `folio train --nproc N` or a torchrun-style "
+                  "environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+#endif
+    case Launcher::kTorchrun:
+    case Launcher::kSageMaker:
+    case Launcher::kNproc:
+      return std::make_unique<TcpCommunicator>(env, timeout_seconds);
+  }
+  throw Error("internal: unknown launcher");
+}
+
+}  // namespace folio
