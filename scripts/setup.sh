@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake git curl ca-certificates
-          libdnnl-dev nlohmann-json3-dev libgtest-dev
+packages=(build-essential cmake git curl ca-certificates pkg-config
+          libdnnl-dev nlohmann-json3-dev libgtest-dev libcairo2-dev fonts-dejavu-core
           python3 python3-torch python3-numpy)
 missing=()
 for p in "${packages[@]}"; do

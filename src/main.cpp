@@ -17,7 +17,9 @@ constexpr const char* kUsage =
     "  train    train a GPT on a text file (folio train --help lists every config key)\n"
     "  eval     exact train/val loss of a checkpoint, as one JSON line\n"
     "  sample   generate text from a checkpoint\n"
-    "  bench    time training steps, as one JSON line\n\n"
+    "  bench    time training steps, as one JSON line\n"
+    "  plot     draw the loss curves of one or more runs (PNG or SVG)\n"
+    "  info     describe a checkpoint: config, parameters, step, losses, checksums\n\n"
     "`folio <command> --help` describes each.\n";
 
 }  // namespace
@@ -35,7 +37,10 @@ int main(int argc, char** argv) {
     if (command == "eval") return folio::eval_command(arguments);
     if (command == "sample") return folio::sample_command(arguments);
     if (command == "bench") return folio::bench_command(arguments);
-    throw folio::UsageError("unknown command '" + command + "': use train, eval, sample or bench");
+    if (command == "plot") return folio::plot_command(arguments);
+    if (command == "info") return folio::info_command(arguments);
+    throw folio::UsageError("unknown command '" + command +
+                            "': use train, eval, sample, bench, plot or info");
   } catch (const folio::UsageError& error) {
     std::fprintf(stderr, "folio: error: %s\n", error.what());
     return 2;

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import termios
 
+from recorded_run import report
+
 COLUMNS = 90
 STEPS = 300
 ERASE = "\x1b[K"
@@ -57,18 +59,20 @@ def check_terminal(output, failures):
         failures.append("terminal: no status line redrawn in place")
     if re.search(r"^iter \d+", output, re.M):
         failures.append("terminal: plain progress lines on a terminal")
-    statuses = [segment.replace(ERASE, "") for segment in re.split(r"[\r\n]", output)
-                if re.match(r"\s*\d+/%d " % STEPS, segment)]
+    segments = re.split(r"[\r\n]", output)
+    statuses = [s.replace(ERASE, "") for s in segments if re.match(r"\s*\d+/%d " % STEPS, s)]
     counts = [int(re.match(r"\s*(\d+)/", s).group(1)) for s in statuses]
     if counts != sorted(counts) or not counts or counts[-1] != STEPS:
-        failures.append(f"terminal: step counts {counts[:5]}...{counts[-5:]} do not climb to {STEPS}")
+        failures.append(f"terminal: step counts {counts[:5]}...{counts[-5:]} do not climb "
+                        f"to {STEPS}")
     too_wide = [s for s in statuses if len(s) >= COLUMNS]
     if too_wide:
         failures.append(f"terminal: status wider than {COLUMNS - 1} columns: {too_wide[0]!r}")
     if not any("\u2588" in s for s in statuses):
         failures.append("terminal: no Unicode bar under a UTF-8 locale")
     final = screen_lines(output)
-    eval_lines = [l for l in final if re.fullmatch(r"step \d+: train loss [\d.]+, val loss [\d.]+", l)]
+    eval_line = r"step \d+: train loss [\d.]+, val loss [\d.]+"
+    eval_lines = [line for line in final if re.fullmatch(eval_line, line)]
     if len(eval_lines) != 4:
         failures.append(f"terminal: {len(eval_lines)} whole eval lines on screen, expected 4")
     finished = [l for l in final if l.startswith(f"{STEPS}/{STEPS} ")]
@@ -109,10 +113,7 @@ def main(demo):
     check_quiet(run_in_terminal(command + ["--quiet"]).replace("\r", ""), "terminal", failures)
     check_quiet(subprocess.run(command + ["--quiet"], capture_output=True, text=True,
                                check=True).stdout, "pipe", failures)
-    for failure in failures:
-        print("FAIL", failure)
-    print("ok" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return report(failures)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+// folio info CKPT [--json] [--data FILE]: what a checkpoint holds, as text or one JSON object.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/sha256.h"
+#include "data/text_dataset.h"
+#include "io/checkpoint_summary.h"
+
+namespace folio {
+
+int info_command(Arguments& arguments) {
+  if (arguments.take_flag("help")) {
+    std::cout << "usage: folio info CKPT [--json] [--data FILE]\n\n"
+                 "Describes a checkpoint: file size and sha256, the step and losses it was "
+                 "saved at, the preset it matches,\nthe model's structure, its parameters by "
+                 "tensor group, the vocabulary and the full config; --json prints\nall of it as "
+                 "one JSON object. --data (and config keys such as --activation) are needed only "
+                 "for files\nwritten by PyTorch, which carry no vocabulary or config.\n";
+    return 0;
+  }
+  const bool as_json = arguments.take_flag("json");
+  std::optional<std::string> path = arguments.take("ckpt");
+  Config base;
+  arguments.apply_config_keys(base, {"ckpt", "json", "help"});
+  for (const std::string& positional : arguments.positionals()) {
+    if (path) throw UsageError("folio info takes one checkpoint; '" + positional + "' is a second");
+    path = positional;
+  }
+  if (!path) throw UsageError("folio info needs a checkpoint: folio info out/ckpt.safetensors");
+
+  std::optional<TextDataset> data;
+  if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);
+  const LoadedCheckpoint checkpoint =
+      load_checkpoint(*path, base, data ? &data->vocabulary : nullptr);
+  const CheckpointSummary summary{checkpoint, sha256_file_hex(*path)};
+  if (as_json) std::cout << summary_json(summary).dump(2) << "\n";
+  else std::cout << summary_text(summary);
+  return 0;
+}
+
+}  // namespace folio

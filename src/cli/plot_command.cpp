@@ -1,0 +1,65 @@
+// folio plot RUN_DIR [RUN_DIR ...] [-o FILE.png|FILE.svg] [--width N] [--height N]: loss and
+// training speed against step from each run's metrics.jsonl, the runs overlaid.
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "plot/loss_figure.h"
+#include "plot/render.h"
+
+namespace folio {
+
+namespace {
+
+constexpr const char* kPlotHelp =
+    "usage: folio plot RUN_DIR [RUN_DIR ...] [-o FILE.png|FILE.svg] [--width N] [--height N]\n\n"
+    "Draws the training and validation loss against step, and the training speed in tokens/s,\n"
+    "from each run's metrics.jsonl (RUN_DIR is the out_dir of `folio train`), several runs\n"
+    "overlaid in different colours. -o picks the file and, by its extension, PNG or SVG;\n"
+    "without it one run is drawn to RUN_DIR/loss.png, several to ./loss.png. The default size\n"
+    "is 960 x 640 pixels.\n";
+
+}  // namespace
+
+int plot_command(Arguments& arguments) {
+  if (arguments.take_flag("help")) {
+    std::cout << kPlotHelp;
+    return 0;
+  }
+  std::optional<std::string> output = arguments.take("output");
+  if (auto o = arguments.take("o")) output = o;
+  int width = 960, height = 640;
+  if (auto v = arguments.take("width")) width = parse_int_option("width", *v, 200, 10000);
+  if (auto v = arguments.take("height")) height = parse_int_option("height", *v, 150, 10000);
+  arguments.expect_empty({"output", "o", "width", "height", "help"});
+
+  // The short form "-o FILE" arrives among the positionals (options start with "--").
+  std::vector<std::string> runs;
+  const std::vector<std::string>& positionals = arguments.positionals();
+  for (size_t i = 0; i < positionals.size(); ++i) {
+    if (positionals[i] != "-o") {
+      runs.push_back(positionals[i]);
+      continue;
+    }
+    if (i + 1 == positionals.size()) throw UsageError("-o needs a file name (-o FILE.png)");
+    output = positionals[++i];
+  }
+  if (runs.empty())
+    throw UsageError("folio plot needs a RUN_DIR: the out_dir of a folio train run");
+  const std::string path =
+      output.value_or(runs.size() == 1 ? (std::filesystem::path(runs[0]) / "loss.png").string()
+                                       : std::string("loss.png"));
+  image_format_of(path);  // a bad extension is reported before any file is read
+
+  std::vector<RunMetrics> metrics;
+  for (const std::string& run : runs) metrics.push_back(read_run_metrics(run));
+  write_figure(loss_figure(metrics, width, height), path);
+  std::cout << "wrote " << path << "\n";
+  return 0;
+}
+
+}  // namespace folio
