@@ -1,0 +1,59 @@
+"""`folio sample` as a pipe sees it: stdout is the text alone (numbered, separated samples with
+--num_samples), the speed goes to stderr, and --prompt_file gives what --prompt gives.
+
+    python3 test_sample_command.py FOLIO_BINARY DATA_FILE
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+from recorded_run import check_errors, report, train_tiny
+
+
+def sample(folio, checkpoint, *options):
+    return subprocess.run([folio, "sample", "--ckpt", checkpoint, "--max_new_tokens", "60",
+                           "--seed", "7", *options], capture_output=True, text=True, check=True)
+
+
+def main(folio, data):
+    run = train_tiny(folio, data, "tiny_sample")
+    checkpoint = os.path.join(run, "ckpt.safetensors")
+    prompt_file = os.path.join(run, "prompt.txt")
+    with open(prompt_file, "w") as f:
+        f.write("ROMEO:\nWhat")
+    failures = []
+
+    from_text = sample(folio, checkpoint, "--prompt", "ROMEO:\nWhat")
+    from_file = sample(folio, checkpoint, "--prompt_file", prompt_file)
+    if from_file.stdout != from_text.stdout or not from_text.stdout.startswith("ROMEO:\nWhat"):
+        failures.append(f"--prompt_file {from_file.stdout!r} vs --prompt {from_text.stdout!r}")
+    if "---" in from_text.stdout or "tokens/s" in from_text.stdout:
+        failures.append(f"one sample's stdout is not the text alone: {from_text.stdout!r}")
+    if not re.fullmatch(r"sampled 60 tokens in [\d.]+ s: \d+ tokens/s\n", from_text.stderr):
+        failures.append(f"speed on stderr: {from_text.stderr!r}")
+
+    three = sample(folio, checkpoint, "--prompt", "ROMEO:", "--num_samples", "3")
+    parts = re.split(r"^--- sample (\d) of 3 ---\n", three.stdout, flags=re.M)
+    numbers, texts = parts[1::2], parts[2::2]
+    if parts[0] != "" or numbers != ["1", "2", "3"]:
+        failures.append(f"--num_samples 3 headers: {numbers} after {parts[0]!r}")
+    if not all(text.startswith("ROMEO:") for text in texts) or len(set(texts)) != 3:
+        failures.append(f"--num_samples 3 texts: {texts!r}")
+    if not re.fullmatch(r"sampled 180 tokens in [\d.]+ s: \d+ tokens/s\n", three.stderr):
+        failures.append(f"--num_samples 3 speed on stderr: {three.stderr!r}")
+    if sample(folio, checkpoint, "--quiet").stderr != "":
+        failures.append("--quiet still writes to stderr")
+
+    check_errors([
+        ([folio, "sample", "--ckpt", checkpoint, "--prompt", "a", "--prompt_file", prompt_file],
+         "give --prompt or --prompt_file, not both"),
+        ([folio, "sample", "--ckpt", checkpoint, "--prompt_file", prompt_file + ".missing"],
+         "cannot read the file"),
+    ], failures)
+    return report(failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
