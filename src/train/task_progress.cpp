@@ -28,7 +28,8 @@ void TaskProgress::set_done(double done) {
   const double since_output = now - last_output_seconds_;
   if (output_.is_terminal()) {
     if (running < kTerminalAppearSeconds || since_output < kRedrawSeconds) return;
-    std::vector<StatusField> fields = {{amount_text(), 2}};
+    std::vector<StatusField> fields;
+    if (!unit_.empty()) fields.push_back({amount_text(), 2});
     if (total_ > 0) fields.push_back({"ETA " + eta_text(now), 1});
     output_.show(
         fit_status_line(name_, fraction(), fields, output_.columns(), output_.unicode()));
@@ -38,7 +39,8 @@ void TaskProgress::set_done(double done) {
     if (total_ > 0) {
       char percent[16];
       std::snprintf(percent, sizeof(percent), "%d%%", static_cast<int>(100 * fraction()));
-      line += std::string(percent) + " (" + amount_text() + "), ETA " + eta_text(now);
+      line += std::string(percent) + (unit_.empty() ? "" : " (" + amount_text() + ")") +
+              ", ETA " + eta_text(now);
     } else {
       line += amount_text();
     }
@@ -55,7 +57,8 @@ void TaskProgress::finish() {
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%.1f s", clock_() - start_seconds_);
   output_.clear();
-  output_.print(name_ + ": " + format_count(done_) + " " + unit_ + " in " + seconds);
+  output_.print(name_ + ": " + (unit_.empty() ? "done" : format_count(done_) + " " + unit_) +
+                " in " + seconds);
 }
 
 std::string TaskProgress::amount_text() const {

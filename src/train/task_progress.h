@@ -11,6 +11,9 @@
 // When anything was shown, finishing prints one line saying so:
 //
 //   preparing input.txt: 50.0M bytes in 4.1 s
+//
+// Work measured in no natural unit (several passes over a file) can count a fraction of 1 with
+// an empty unit: the amounts are then left out ("preparing input.txt: done in 4.1 s").
 #pragma once
 
 #include <string>
@@ -27,7 +30,8 @@ class TaskProgress {
   static constexpr double kFirstPlainLineSeconds = 2;
   static constexpr double kPlainLineSeconds = 10;
 
-  // `total` is counted in `unit`s ("bytes", "windows"); 0 when unknown (no bar, no ETA).
+  // `total` is counted in `unit`s ("bytes", "windows"; "" shows no amounts); 0 when unknown
+  // (no bar, no ETA).
   // `enabled` false (--quiet, or a rank other than 0) shows nothing at all.
   TaskProgress(std::string name, double total, std::string unit, StatusLine output,
                bool enabled = true, SecondsClock clock = steady_seconds);

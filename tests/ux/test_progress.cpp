@@ -282,6 +282,20 @@ TEST(TaskProgress, PlainLinesAfterTwoSecondsThenEveryTen) {
             "evaluating val: 300 windows in 30.0 s\n");
 }
 
+TEST(TaskProgress, AFractionWithoutAUnitShowsNoAmounts) {
+  std::ostringstream out;
+  FakeClock clock;
+  TaskProgress task("preparing input.txt", 1, "", plain(out), true, clock.function());
+  for (int i = 1; i <= 4; ++i) {
+    clock.now += 1;
+    task.set_done(i / 4.0);
+  }
+  task.finish();
+  EXPECT_EQ(out.str(),
+            "preparing input.txt: 50%, ETA 0:02\n"
+            "preparing input.txt: done in 4.0 s\n");
+}
+
 TEST(TaskProgress, DisabledShowsNothing) {
   std::ostringstream out;
   FakeClock clock;
