@@ -123,7 +123,9 @@ std::string summary_text(const CheckpointSummary& summary) {
                   " bytes)");
   row("sha256", summary.file_sha256 + " (the whole file, as sha256sum prints it)");
   if (!checkpoint.data_sha256.empty())
-    row("tensor data", "sha256 " + checkpoint.data_sha256 + " (recorded, checked on load)");
+    row("tensor data", "sha256 " + checkpoint.data_sha256 +
+                           (checkpoint.written_by_folio ? " (recorded at save, checked on load)"
+                                                        : " (of the tensors as stored)"));
   if (checkpoint.written_by_folio) {
     std::string when = "folio";
     if (checkpoint.step >= 0) when += ", step " + std::to_string(checkpoint.step);
@@ -133,8 +135,8 @@ std::string summary_text(const CheckpointSummary& summary) {
     row("written by", when);
     row("preset", matching_preset(checkpoint.config));
   } else {
-    row("written by", "not folio (no metadata): structure read off the tensors, vocabulary "
-                      "from --data");
+    row("written by", "another tool (no folio metadata): structure read off the tensors, "
+                      "vocabulary from --data");
   }
   row("model", structure_text(checkpoint.shape));
   const std::vector<ParameterGroup> groups = parameter_groups(checkpoint.shape);
@@ -148,7 +150,9 @@ std::string summary_text(const CheckpointSummary& summary) {
                   with_thousands(group.count).c_str(),
                   total ? 100.0 * static_cast<double>(group.count) / static_cast<double>(total)
                         : 0.0);
-    out << line << "\n";
+    out << line << (group.name == "head" && checkpoint.shape.tie_weights
+                        ? "  (lm_head.weight is the token embedding)\n"
+                        : "\n");
   }
   row("vocabulary", std::to_string(checkpoint.vocabulary.size()) + " characters: " +
                         printable_vocabulary(checkpoint.vocabulary));
