@@ -19,7 +19,11 @@ TaskProgress::TaskProgress(std::string name, double total, std::string unit, Sta
       start_seconds_(clock_()),
       last_output_seconds_(-std::numeric_limits<double>::infinity()) {}
 
-TaskProgress::~TaskProgress() { finish(); }
+// Unfinished (an exception is on its way): only erase the status line, so that the error
+// message starts on a clean line; no "done" line for work that was not done.
+TaskProgress::~TaskProgress() {
+  if (!finished_) output_.clear();
+}
 
 void TaskProgress::set_done(double done) {
   done_ = done;
@@ -28,26 +32,33 @@ void TaskProgress::set_done(double done) {
   const double since_output = now - last_output_seconds_;
   if (output_.is_terminal()) {
     if (running < kTerminalAppearSeconds || since_output < kRedrawSeconds) return;
-    std::vector<StatusField> fields;
-    if (!unit_.empty()) fields.push_back({amount_text(), 2});
-    if (total_ > 0) fields.push_back({"ETA " + eta_text(now), 1});
-    output_.show(
-        fit_status_line(name_, fraction(), fields, output_.columns(), output_.unicode()));
+    show_status(now);
   } else {
     if (running < kFirstPlainLineSeconds || since_output < kPlainLineSeconds) return;
-    std::string line = name_ + ": ";
-    if (total_ > 0) {
-      char percent[16];
-      std::snprintf(percent, sizeof(percent), "%d%%", static_cast<int>(100 * fraction()));
-      line += std::string(percent) + (unit_.empty() ? "" : " (" + amount_text() + ")") +
-              ", ETA " + eta_text(now);
-    } else {
-      line += amount_text();
-    }
-    output_.print(line);
+    print_plain_line(now);
   }
   last_output_seconds_ = now;
   shown_anything_ = true;
+}
+
+void TaskProgress::show_status(double now) {
+  std::vector<StatusField> fields;
+  if (!unit_.empty()) fields.push_back({amount_text(), 2});
+  if (total_ > 0) fields.push_back({"ETA " + eta_text(now), 1});
+  output_.show(fit_status_line(name_, fraction(), fields, output_.columns(), output_.unicode()));
+}
+
+void TaskProgress::print_plain_line(double now) {
+  std::string line = name_ + ": ";
+  if (total_ > 0) {
+    char percent[16];
+    std::snprintf(percent, sizeof(percent), "%d%%", static_cast<int>(100 * fraction()));
+    line += std::string(percent) + (unit_.empty() ? "" : " (" + amount_text() + ")") + ", ETA " +
+            eta_text(now);
+  } else {
+    line += amount_text();
+  }
+  output_.print(line);
 }
 
 void TaskProgress::finish() {

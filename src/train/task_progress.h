@@ -35,7 +35,7 @@ class TaskProgress {
   // `enabled` false (--quiet, or a rank other than 0) shows nothing at all.
   TaskProgress(std::string name, double total, std::string unit, StatusLine output,
                bool enabled = true, SecondsClock clock = steady_seconds);
-  // Finishes the task if finish() was not called (an exception leaves a clean line behind).
+  // Without finish() (an exception on its way) only erases the status line.
   ~TaskProgress();
   TaskProgress(const TaskProgress&) = delete;
   TaskProgress& operator=(const TaskProgress&) = delete;
@@ -46,6 +46,8 @@ class TaskProgress {
 
  private:
   double fraction() const { return total_ > 0 ? done_ / total_ : -1; }
+  void show_status(double now);
+  void print_plain_line(double now);
   std::string amount_text() const;
   std::string eta_text(double now) const;
 

@@ -44,6 +44,7 @@ int run_demo(folio::Arguments& arguments) {
       clock.pass(0.1);
       preparing.set_done(chunk * bytes / 40);
     }
+    preparing.finish();
   }
 
   folio::TrainingProgress progress({.total_steps = steps, .quiet = quiet},

@@ -296,6 +296,18 @@ TEST(TaskProgress, AFractionWithoutAUnitShowsNoAmounts) {
             "preparing input.txt: done in 4.0 s\n");
 }
 
+TEST(TaskProgress, AnUnfinishedTaskOnlyErasesItsLine) {
+  std::ostringstream out;
+  FakeClock clock;
+  {
+    TaskProgress task("preparing input.txt", 10, "bytes", terminal(out), true, clock.function());
+    clock.now += 1;
+    task.set_done(5);  // shown; then an exception leaves the scope
+  }
+  EXPECT_EQ(screen(out.str()), std::vector<std::string>{});
+  EXPECT_EQ(out.str().find("in 1.0 s"), std::string::npos);
+}
+
 TEST(TaskProgress, DisabledShowsNothing) {
   std::ostringstream out;
   FakeClock clock;
