@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 data=$(./scripts/fetch_data.sh)
 preset="${1:-baby}"
 shift || true
-./build/folio train --config "$preset" --data "$data" --out_dir "out/$preset" "$@"
+./build/folio train --config "$preset" --data "$data" --out_dir "out/$preset" --overwrite "$@"
 echo
 echo "=== a fresh sample from out/$preset/ckpt.safetensors ==="
 ./build/folio sample --ckpt "out/$preset/ckpt.safetensors" --max_new_tokens 500

@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git curl ca-certificates pkg-config
           libdnnl-dev nlohmann-json3-dev libgtest-dev libcairo2-dev fonts-dejavu-core
+          libopenmpi-dev openmpi-bin iproute2
           python3 python3-torch python3-numpy)
+# scripts/fuzz.sh: clang with libFuzzer and its sanitizer runtimes.
+packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,7 +23,8 @@ namespace folio {
 
 namespace {
 
-const std::vector<std::string> kTrainOptions = {"config", "init_from", "resume", "nproc", "help"};
+const std::vector<std::string> kTrainOptions = {"config", "init_from", "resume", "nproc",
+                                                "overwrite", "help"};
 
 // SageMaker hands the data and the model folder over as channels: use them unless told otherwise.
 void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
@@ -78,14 +79,15 @@ std::string config_keys_help() {
 int train_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
     std::cout << "usage: folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] "
-                 "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--KEY=VALUE ...]\n\n"
+                 "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--overwrite] [--KEY=VALUE ...]\n\n"
                  "Trains a GPT on a UTF-8 text file. --config names a preset ("
               << preset_names()
               << "; default shakespeare_char) or a file of `key = value` lines; each\n"
                  "--KEY=VALUE then overrides one config key. --init_from starts from the weights "
                  "of a checkpoint. --resume DIR continues the run\nwhose out_dir is DIR exactly "
                  "where its last saved state left it. --nproc N starts N data-parallel ranks on "
-                 "this machine.\n\nconfig keys (type, default of shakespeare_char):"
+                 "this machine.\nA new run refuses an out_dir that holds another run's "
+                 "checkpoint unless --overwrite.\n\nconfig keys (type, default of shakespeare_char):"
               << config_keys_help();
     return 0;
   }
@@ -101,6 +103,7 @@ int train_command(Arguments& arguments) {
     }
   }
 
+  const bool overwrite = arguments.take_flag("overwrite");
   const std::string resume_dir = arguments.take("resume").value_or("");
   const std::string init_from = arguments.take("init_from").value_or("");
   std::optional<TrainingState> state;
@@ -138,12 +141,14 @@ int train_command(Arguments& arguments) {
                 state->data_sha256.substr(0, 12) + "...): pass --data with the original file");
 
   std::unique_ptr<Communicator> communicator = make_communicator(env, config.dist_timeout);
-  std::unique_ptr<Backend> backend = make_backend(config.device, config.threads);
+  std::unique_ptr<Backend> backend =
+      make_backend(config.device, config.threads, {config.dtype, config.tf32});
   install_stop_handlers();
   TrainOptions options;
   options.init_from = init_from;
   options.resume = state ? &*state : nullptr;
   options.launcher = env.launcher_name();
+  options.overwrite = overwrite;
   try {
     train(config, data, *backend, *communicator, options);
   } catch (const Error& error) {

@@ -61,6 +61,8 @@ struct Config {
   // ---- execution ---------------------------------------------------------------------------
   uint64_t seed = 1337;
   std::string device = "auto";
+  std::string dtype = "auto";  // matrix products: auto is bf16 on a GPU, fp32 on the CPU
+  bool tf32 = false;           // fp32 matrix products on TF32 tensor cores (GPU)
   int threads = 0;  // 0: every core this process may use
   double dist_timeout = 300;  // seconds a rank waits for the others before giving up
 

@@ -110,6 +110,15 @@ const std::vector<ConfigKey>& config_keys() {
        false},
       {"device", "run", &Config::device, "where to compute: auto picks a GPU when there is one",
        0, 0, false, "auto|cpu|cuda", false},
+      {"dtype", "run", &Config::dtype,
+       "precision of the matrix products: auto is bf16 on a GPU and fp32 on the CPU; bf16 (GPU "
+       "only) rounds their operands to bf16 and accumulates in fp32, with fp32 master weights, "
+       "optimizer state and checkpoints",
+       0, 0, false, "auto|fp32|bf16", false},
+      {"tf32", "run", &Config::tf32,
+       "with dtype fp32 on a GPU, run the matrix products on TF32 tensor cores (faster, 10-bit "
+       "mantissa products); ignored on the CPU",
+       0, 0, false, nullptr, false},
       {"threads", "run", &Config::threads, "CPU threads; 0 means every core available", 0, 4096,
        false, nullptr, false},
       {"dist_timeout", "run", &Config::dist_timeout,

@@ -1,8 +1,14 @@
 #include <cstring>
 
 #include "dist/communicator.h"
+#include "dist/waiting_for_peers.h"
 
 namespace folio {
+
+Communicator::Communicator(int rank, int world_size, int local_rank)
+    : rank_(rank), world_size_(world_size), local_rank_(local_rank) {
+  note_rank_for_messages(rank);
+}
 
 void LocalCommunicator::all_gather(const void* mine, void* all, size_t bytes) {
   if (mine != all) std::memmove(all, mine, bytes);

@@ -16,8 +16,7 @@ namespace folio {
 
 class Communicator {
  public:
-  Communicator(int rank, int world_size, int local_rank)
-      : rank_(rank), world_size_(world_size), local_rank_(local_rank) {}
+  Communicator(int rank, int world_size, int local_rank);
   virtual ~Communicator() = default;
 
   int rank() const { return rank_; }

@@ -77,8 +77,10 @@ int run_local_ranks(int count, const std::vector<std::string>& arguments, int th
     ranks[rank] = pid;
   }
 
+  // Reap the ranks as they end. Every failing rank is reported (the one killed by a signal is
+  // usually the cause, the others failing on their lost connection the effect); after the first
+  // failure the rest get SIGTERM, and SIGKILL if still there 10 s later.
   int exit_code = 0, running = count;
-  bool stopping = false;
   auto stop_deadline = std::chrono::steady_clock::time_point::max();
   while (running > 0) {
     if (forwarded_signal != 0) {
@@ -95,22 +97,24 @@ int run_local_ranks(int count, const std::vector<std::string>& arguments, int th
       ranks[rank] = -1;
       --running;
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (code != 0 && !stopping) {
-        std::fprintf(stderr, "folio: error: rank %d %s %d; stopping the other ranks\n", rank,
-                     WIFEXITED(status) ? "exited with code" : "was killed by signal",
-                     WIFEXITED(status) ? code : WTERMSIG(status));
+      if (code == 0) continue;
+      if (WIFEXITED(status))
+        std::fprintf(stderr, "folio: error: rank %d exited with code %d\n", rank, code);
+      else
+        std::fprintf(stderr, "folio: error: rank %d was killed by signal %d\n", rank,
+                     WTERMSIG(status));
+      if (exit_code == 0) {
         exit_code = code;
-        stopping = true;
         stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        if (running > 0) std::fprintf(stderr, "folio: stopping the other ranks\n");
         for (pid_t other : ranks)
           if (other > 0) ::kill(other, SIGTERM);
       }
       continue;
     }
-    if (stopping && std::chrono::steady_clock::now() > stop_deadline) {
+    if (std::chrono::steady_clock::now() > stop_deadline)
       for (pid_t other : ranks)
         if (other > 0) ::kill(other, SIGKILL);
-    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return exit_code;

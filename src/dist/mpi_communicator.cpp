@@ -5,9 +5,11 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "core/error.h"
+#include "dist/waiting_for_peers.h"
 
 namespace folio {
 
@@ -38,6 +40,7 @@ MpiWorld initialise_mpi() {
 
 // Waits for a non-blocking collective, giving up after the timeout.
 void wait_for(MPI_Request& request, double timeout_seconds, const char* what) {
+  const WaitingForPeers waiting(what);
   const auto start = std::chrono::steady_clock::now();
   int done = 0;
   for (long polls = 0;; ++polls) {
@@ -75,6 +78,9 @@ MpiCommunicator::MpiCommunicator(const MpiWorld& world, int local_rank, double t
     : Communicator(world.rank, world.size, local_rank), timeout_seconds_(timeout_seconds) {}
 
 MpiCommunicator::~MpiCommunicator() {
+  // On the way out of an error (a peer died or hangs) MPI_Finalize would wait for the peers
+  // forever: leave without it; mpirun then stops the rest of the job.
+  if (std::uncaught_exceptions() > 0) return;
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (!finalised) MPI_Finalize();

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/waiting_for_peers.h"
 
 namespace folio {
 
@@ -230,6 +231,7 @@ Error TcpCommunicator::timeout_error(int peer, const char* what) const {
 
 void TcpCommunicator::send_all(PeerSocket& socket, const void* data, size_t bytes,
                                const char* what) {
+  const WaitingForPeers waiting(what);
   const auto until = deadline();
   const char* cursor = static_cast<const char*>(data);
   while (bytes > 0) {
@@ -248,6 +250,7 @@ void TcpCommunicator::send_all(PeerSocket& socket, const void* data, size_t byte
 
 void TcpCommunicator::receive_all(PeerSocket& socket, void* data, size_t bytes,
                                   const char* what) {
+  const WaitingForPeers waiting(what);
   const auto until = deadline();
   char* cursor = static_cast<char*>(data);
   while (bytes > 0) {
@@ -267,6 +270,7 @@ void TcpCommunicator::receive_all(PeerSocket& socket, void* data, size_t bytes,
 
 void TcpCommunicator::ring_exchange(const void* send, size_t send_bytes, void* receive,
                                     size_t receive_bytes, const char* what) {
+  const WaitingForPeers waiting(what);
   const auto until = deadline();
   const char* out = static_cast<const char*>(send);
   char* in = static_cast<char*>(receive);

@@ -40,12 +40,25 @@ double seconds_since(Clock::time_point start) {
 // The CPU backend's "device" memory is host memory: collectives can work on it in place.
 bool device_memory_is_host(const Backend& backend) { return backend.name() == "cpu"; }
 
-// Checks at start that out_dir can take files: better now than after an hour of training.
-void prepare_out_dir(const std::string& out_dir) {
+// Checks at start that out_dir can take files (better now than after an hour of training) and
+// does not hold another run's checkpoint, which the new run's first save would replace; clears
+// temporary files that a run killed in the middle of a save left behind.
+void prepare_out_dir(const std::string& out_dir, bool continuing_or_overwriting) {
   std::error_code error;
+  if (!continuing_or_overwriting)
+    for (const char* name : {"ckpt.safetensors", "state.safetensors"})
+      if (std::filesystem::exists(std::filesystem::path(out_dir) / name))
+        throw Error("out_dir " + out_dir + " already holds a run (" + name +
+                    "): continue it with --resume " + out_dir +
+                    ", or choose another --out_dir, or pass --overwrite to replace it");
   std::filesystem::create_directories(out_dir, error);
   if (error || !std::filesystem::is_directory(out_dir))
     throw Error("cannot create out_dir " + out_dir + ": " + error.message());
+  for (const auto& entry : std::filesystem::directory_iterator(out_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* prefix : {".ckpt.safetensors.tmp.", ".state.safetensors.tmp."})
+      if (name.rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), error);
+  }
   const std::string probe = (std::filesystem::path(out_dir) / ".folio_write_test").string();
   std::ofstream file(probe);
   file << "ok";
@@ -282,7 +295,7 @@ void Trainer::stop_if_not_finite(int step, double loss) {
   }
   throw Error("step " + std::to_string(step) + ": " + culprit +
               " is not finite (NaN or Inf); training stopped before applying it, and " +
-              (std::isinf(best_val_loss_) ? std::string("no checkpoint was written")
+              (std::isinf(best_val_loss_) ? std::string("this run saved no checkpoint")
                                           : "the last good checkpoint is " + checkpoint_path_) +
               "; lower learning_rate or set grad_clip");
 }
@@ -337,7 +350,7 @@ TrainResult Trainer::run() {
   check_ranks_agree_on_setup();
   const ModelShape& shape = model_.shape();
   if (is_root()) {
-    prepare_out_dir(config_.out_dir);
+    prepare_out_dir(config_.out_dir, options_.resume != nullptr || options_.overwrite);
     const std::string metrics_path =
         (std::filesystem::path(config_.out_dir) / "metrics.jsonl").string();
     if (options_.resume) truncate_metrics_log(metrics_path, start_step_);

@@ -25,6 +25,7 @@ struct TrainOptions {
   std::string init_from;                  // start from these weights instead of a fresh init
   const TrainingState* resume = nullptr;  // continue this state
   std::string launcher;                   // who started the ranks, for the start-up line
+  bool overwrite = false;                 // out_dir may hold another run, to be replaced
 };
 
 struct TrainResult {

@@ -1,0 +1,89 @@
+"""Training that cannot go on stops with one clear line and loses nothing:
+
+  - weights that overflow (a checkpoint scaled by 1e30, started from with --init_from) make the
+    first gradient non-finite: the run stops naming the step and the first offending tensor,
+    exit non-zero, and the good checkpoint already in out_dir is not overwritten;
+  - an out_dir that cannot be created is refused at start, before any training;
+  - a new run refuses an out_dir holding another run's checkpoint unless --overwrite (its first
+    save would replace that checkpoint).
+
+    python3 test_training_failures.py FOLIO DATA
+"""
+
+import array
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+
+def scaled_copy(source, target, factor):
+    """A copy of a safetensors file with every F32 value multiplied by factor."""
+    with open(source, "rb") as f:
+        raw = f.read()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + size])
+    header.get("__metadata__", {}).pop("data_sha256", None)  # the data changes
+    values = array.array("f", raw[8 + size:])
+    for i in range(len(values)):
+        values[i] *= factor
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(target, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + values.tobytes())
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def main(folio, data):
+    work = tempfile.mkdtemp(prefix="folio_training_failures_")
+    out_dir = os.path.join(work, "run")
+    common = ["--config", "tiny", "--data", data, "--max_iters=5", "--eval_iters=2",
+              "--sample_tokens=0"]
+    subprocess.run([folio, "train", "--out_dir", out_dir] + common, check=True,
+                   capture_output=True)
+    good = os.path.join(out_dir, "ckpt.safetensors")
+    good_hash = sha256(good)
+    huge = os.path.join(work, "huge.safetensors")
+    scaled_copy(good, huge, 1e30)
+
+    failures = []
+    result = subprocess.run([folio, "train", "--out_dir", out_dir, "--init_from", huge,
+                             "--overwrite"] + common, capture_output=True, text=True)
+    error_lines = [l for l in result.stderr.splitlines() if l.startswith("folio: error:")]
+    print("non-finite:", result.returncode, error_lines)
+    if result.returncode == 0:
+        failures.append("non-finite: exit code 0")
+    if len(error_lines) != 1 or "step 0: the gradient of" not in error_lines[0] or \
+            "is not finite" not in error_lines[0]:
+        failures.append(f"non-finite: message {error_lines}")
+    if sha256(good) != good_hash:
+        failures.append("non-finite: the good checkpoint was overwritten")
+
+    blocked = os.path.join(work, "a_file")
+    open(blocked, "w").close()
+    result = subprocess.run([folio, "train", "--out_dir", os.path.join(blocked, "run")] + common,
+                            capture_output=True, text=True)
+    print("unwritable out_dir:", result.returncode, result.stderr.strip())
+    if result.returncode == 0 or "cannot create out_dir" not in result.stderr or \
+            "step 0:" in result.stdout:
+        failures.append("unwritable out_dir: not refused at start")
+    result = subprocess.run([folio, "train", "--out_dir", out_dir] + common,
+                            capture_output=True, text=True)
+    print("existing run:", result.returncode, result.stderr.strip())
+    if result.returncode == 0 or "already holds a run" not in result.stderr or \
+            sha256(good) != good_hash:
+        failures.append("a new run in an out_dir with a checkpoint was not refused")
+    for failure in failures:
+        print("FAIL", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

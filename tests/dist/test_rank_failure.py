@@ -1,0 +1,105 @@
+"""When a rank dies or hangs, the others stop with a clear message within a known time.
+
+  - `--nproc 2`, rank 1 killed (SIGKILL): rank 0 sees its connection close at once and exits
+    non-zero naming rank 1; the launcher says which rank died. Bound: a few seconds.
+  - `--nproc 2`, rank 1 frozen (SIGSTOP): rank 0 gives up after dist_timeout (4 s here) naming
+    rank 1; the launcher then kills the frozen rank. Bound: dist_timeout + the launcher's 10 s.
+  - mpirun -np 2, rank 1 killed: mpirun stops the job (SIGTERM, then SIGKILL); rank 0 says at once
+    which collective it was waiting in. Bound: mpirun's own kill delay, a few seconds.
+  - mpirun -np 2, rank 1 frozen: rank 0 gives up after dist_timeout, naming the collective.
+
+    python3 test_rank_failure.py FOLIO DATA WORK_DIR
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from common import children_of, environment
+
+
+def rank_process(launcher_pid, rank):
+    """The folio process of `rank` under the launcher (by its RANK / OMPI rank variable)."""
+    for pid in children_of(launcher_pid):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        value = env.get(b"OMPI_COMM_WORLD_RANK", env.get(b"RANK"))
+        if b"train" in command and value == str(rank).encode():
+            return pid
+    return None
+
+
+def scenario(name, command, work, signal_number, expected, bound_seconds):
+    out_dir = os.path.join(work, name.replace(" ", "_"))
+    process = subprocess.Popen(command + ["--out_dir", out_dir], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment(),
+                               start_new_session=True)
+    # Wait until training runs (the first evaluation is printed), then hit rank 1.
+    deadline = time.time() + 60
+    while not os.path.exists(os.path.join(out_dir, "ckpt.safetensors")) and time.time() < deadline:
+        time.sleep(0.1)
+    victim = rank_process(process.pid, 1)
+    problems = []
+    if victim is None:
+        problems.append("rank 1 not found")
+    else:
+        os.kill(victim, signal_number)
+    start = time.time()
+    try:
+        stdout, stderr = process.communicate(timeout=bound_seconds)
+        elapsed = time.time() - start
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        elapsed = None
+        problems.append(f"still running after {bound_seconds} s")
+    if process.returncode == 0:
+        problems.append("exit code 0")
+    for text in expected:
+        if text not in stderr:
+            problems.append(f"stderr lacks {text!r}")
+    if victim is not None and signal_number == signal.SIGSTOP:
+        try:
+            os.kill(victim, signal.SIGKILL)  # in case anything was left behind
+        except ProcessLookupError:
+            pass
+    timing = f"{elapsed:.1f} s" if elapsed is not None else "timeout"
+    print(f"{name}: exit {process.returncode} after {timing}: "
+          f"{'ok' if not problems else 'FAIL ' + '; '.join(problems)}")
+    print("    " + "\n    ".join(line for line in stderr.strip().splitlines() if line.strip()))
+    return problems
+
+
+def main(folio, data, work):
+    shutil.rmtree(work, ignore_errors=True)
+    train = ["train", "--config", "tiny", "--data", data, "--max_iters=1000000",
+             "--eval_interval=1000000", "--sample_tokens=0", "--log_interval=0",
+             "--checkpoint_interval=0", "--dist_timeout=4", "--threads=1"]
+    failures = []
+    failures += scenario("nproc, rank 1 killed", [folio] + train + ["--nproc", "2"], work,
+                         signal.SIGKILL,
+                         ["rank 1 was killed by signal 9",
+                          "rank 0: the connection was closed by rank 1"], 10)
+    failures += scenario("nproc, rank 1 frozen", [folio] + train + ["--nproc", "2"], work,
+                         signal.SIGSTOP,
+                         ["rank 0: waited 4 s (dist_timeout) for rank 1"], 4 + 10 + 10)
+    failures += scenario("mpirun, rank 1 killed", ["mpirun", "-np", "2", folio] + train, work,
+                         signal.SIGKILL,
+                         ["rank 0: the signal came while waiting for the other ranks",
+                          "exited on signal 9"], 15)
+    failures += scenario("mpirun, rank 1 frozen", ["mpirun", "-np", "2", folio] + train, work,
+                         signal.SIGSTOP,
+                         ["rank 0: waited 4 s (dist_timeout) for the other ranks"], 4 + 20)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))

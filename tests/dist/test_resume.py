@@ -1,0 +1,137 @@
+"""A run killed with SIGKILL at any moment, and resumed, ends with weights bit-identical to an
+uninterrupted run; so does one stopped cleanly with SIGTERM; and a second signal stops at once.
+
+The run saves its training state every step (checkpoint_interval=1) so that a good share of the
+random kill points fall inside a save; a kill that leaves a temporary file behind proves it hit a
+write, and the test kills on (up to three times as often) until at least one did. After the kills the run is resumed to the
+end, and its final state (parameters, AdamW moments), its best checkpoint and its metrics (less
+wall-clock fields) must equal the uninterrupted run's exactly. The same is done with 2 MPI ranks.
+
+    python3 test_resume.py FOLIO DATA WORK_DIR [KILLS]
+"""
+
+import glob
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from common import environment, kill_tree, metrics_without_times, run, safetensors_tensors
+
+STEPS = 120
+
+
+def train_command(folio, data, out_dir, launcher):
+    return launcher + [folio, "train", "--config", "baby", "--data", data, "--out_dir", out_dir,
+                       f"--max_iters={STEPS}", "--eval_interval=40", "--eval_iters=2",
+                       "--log_interval=5", "--sample_tokens=0", "--checkpoint_interval=1",
+                       "--dropout=0.1", "--threads=1"]
+
+
+def resume_command(folio, out_dir, launcher):
+    return launcher + [folio, "train", "--resume", out_dir]
+
+
+def same_run(reference_dir, out_dir):
+    problems = []
+    for name in ("state.safetensors", "ckpt.safetensors"):
+        a = safetensors_tensors(os.path.join(reference_dir, name))
+        b = safetensors_tensors(os.path.join(out_dir, name))
+        differing = [key for key in a if a[key] != b.get(key)]
+        if differing or a.keys() != b.keys():
+            problems.append(f"{name}: {len(differing)} tensors differ, e.g. {differing[:3]}")
+    if metrics_without_times(reference_dir) != metrics_without_times(out_dir):
+        problems.append("metrics.jsonl differs")
+    return problems
+
+
+def kill_and_resume(name, folio, data, work, launcher, kills, rng):
+    reference_dir = os.path.join(work, name, "uninterrupted")
+    out_dir = os.path.join(work, name, "killed")
+    run(train_command(folio, data, reference_dir, launcher))
+    killed, during_write, started = 0, 0, False
+    # At least `kills` kills, and more (up to 3x) until one has landed inside a save.
+    while killed < kills or (during_write == 0 and killed < 3 * kills):
+        command = (resume_command(folio, out_dir, launcher) if started
+                   else train_command(folio, data, out_dir, launcher))
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   env=environment(), start_new_session=True)
+        started = True
+        time.sleep(rng.uniform(0.2, 1.2))
+        if process.poll() is not None:  # finished before the kill: start over from scratch
+            if process.returncode != 0:
+                return [f"a run ended with {process.returncode}: {process.stderr.read()[-500:]}"]
+            shutil.rmtree(out_dir)
+            started = False
+            continue
+        kill_tree(process.pid)
+        process.wait()
+        killed += 1
+        if glob.glob(os.path.join(out_dir, ".*.tmp.*")):
+            during_write += 1
+        if not os.path.exists(os.path.join(out_dir, "state.safetensors")):
+            started = False  # killed before the first save: nothing to resume yet
+            shutil.rmtree(out_dir, ignore_errors=True)
+    run(resume_command(folio, out_dir, launcher))
+    problems = same_run(reference_dir, out_dir)
+    if during_write == 0:
+        problems.append("no kill landed inside a save; rerun (or raise KILLS)")
+    print(f"{name}: {killed} kills, {during_write} during a save: "
+          f"{'ok' if not problems else 'FAIL ' + '; '.join(problems)}")
+    return problems
+
+
+def stop_with_signals(folio, data, work):
+    problems = []
+    reference_dir = os.path.join(work, "signals", "uninterrupted")
+    out_dir = os.path.join(work, "signals", "stopped")
+    run(train_command(folio, data, reference_dir, []))
+    process = subprocess.Popen(train_command(folio, data, out_dir, []), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment())
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    if process.returncode != 0:
+        problems.append(f"SIGTERM: exit code {process.returncode}")
+    if f"resume with `folio train --resume {out_dir}`" not in stdout:
+        problems.append("SIGTERM: no line saying how to resume")
+    run(resume_command(folio, out_dir, []))
+    problems += same_run(reference_dir, out_dir)
+    # Two signals: the second stops at once, without waiting for the step to end (steps of
+    # the full-size model take most of a second here, so the first signal is still pending).
+    process = subprocess.Popen([folio, "train", "--config", "shakespeare_char", "--data", data,
+                                "--out_dir", os.path.join(work, "signals", "twice"),
+                                "--batch_size=16", "--eval_iters=1", "--sample_tokens=0"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=environment())
+    time.sleep(3.0)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.1)  # two signals sent at once can merge into one pending signal
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=5)
+        if process.returncode == 0:
+            problems.append("a second SIGINT still let the run finish its step and exit 0")
+    except subprocess.TimeoutExpired:
+        process.kill()
+        problems.append("a second SIGINT did not stop the run at once")
+    print(f"signals: {'ok' if not problems else 'FAIL ' + '; '.join(problems)}")
+    return problems
+
+
+def main(folio, data, work, kills="20"):
+    shutil.rmtree(work, ignore_errors=True)
+    rng = random.Random(20261122)
+    failures = []
+    failures += kill_and_resume("one process", folio, data, work, [], int(kills), rng)
+    failures += kill_and_resume("two MPI ranks", folio, data, work, ["mpirun", "-np", "2"],
+                                int(kills), rng)
+    failures += stop_with_signals(folio, data, work)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
