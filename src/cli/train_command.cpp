@@ -24,7 +24,7 @@ namespace folio {
 namespace {
 
 const std::vector<std::string> kTrainOptions = {"config", "init_from", "resume", "nproc",
-                                                "overwrite", "help"};
+                                                "overwrite", "quiet", "help"};
 
 // SageMaker hands the data and the model folder over as channels: use them unless told otherwise.
 void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
@@ -79,7 +79,8 @@ std::string config_keys_help() {
 int train_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
     std::cout << "usage: folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] "
-                 "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--overwrite] [--KEY=VALUE ...]\n\n"
+                 "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--overwrite] [--quiet] "
+                 "[--KEY=VALUE ...]\n\n"
                  "Trains a GPT on a UTF-8 text file. --config names a preset ("
               << preset_names()
               << "; default shakespeare_char) or a file of `key = value` lines; each\n"
@@ -87,7 +88,7 @@ int train_command(Arguments& arguments) {
                  "of a checkpoint. --resume DIR continues the run\nwhose out_dir is DIR exactly "
                  "where its last saved state left it. --nproc N starts N data-parallel ranks on "
                  "this machine.\nA new run refuses an out_dir that holds another run's "
-                 "checkpoint unless --overwrite.\n\nconfig keys (type, default of shakespeare_char):"
+                 "checkpoint unless --overwrite. --quiet shows no live progress.\n\nconfig keys (type, default of shakespeare_char):"
               << config_keys_help();
     return 0;
   }
@@ -104,6 +105,7 @@ int train_command(Arguments& arguments) {
   }
 
   const bool overwrite = arguments.take_flag("overwrite");
+  const bool quiet = arguments.take_flag("quiet");
   const std::string resume_dir = arguments.take("resume").value_or("");
   const std::string init_from = arguments.take("init_from").value_or("");
   std::optional<TrainingState> state;
@@ -149,6 +151,7 @@ int train_command(Arguments& arguments) {
   options.resume = state ? &*state : nullptr;
   options.launcher = env.launcher_name();
   options.overwrite = overwrite;
+  options.quiet = quiet;
   try {
     train(config, data, *backend, *communicator, options);
   } catch (const Error& error) {

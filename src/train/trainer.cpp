@@ -25,6 +25,8 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "train/evaluate.h"
+#include "train/mfu.h"
+#include "train/progress.h"
 #include "train/stop_signal.h"
 
 namespace folio {
@@ -133,6 +135,8 @@ class Trainer {
   std::vector<float> host_gradients_;  // staging when the collectives cannot read device memory
   std::string checkpoint_path_, state_path_;
   std::optional<MetricsLog> metrics_;
+  std::optional<TrainingProgress> progress_;
+  double flops_per_token_ = 0, peak_flops_ = 0;  // for MFU
   int64_t start_step_ = 0;
   double best_val_loss_ = std::numeric_limits<double>::infinity();
   double earlier_seconds_ = 0;
@@ -331,6 +335,7 @@ bool Trainer::stop_agreed() {
 
 void Trainer::print_sample(const char* when, uint32_t index) {
   if (!is_root() || config_.sample_tokens <= 0) return;
+  if (progress_) progress_->clear();  // the sample streams to stdout character by character
   std::cout << "--- sample " << when << " training (" << config_.sample_tokens
             << " characters) ---\n";
   SamplingOptions sampling;
@@ -373,6 +378,18 @@ TrainResult Trainer::run() {
   (void)shape;
   model_.plan(batch_size_, block_size_, /*with_gradients=*/true);
   if (!options_.resume) print_sample("before", 0);
+  flops_per_token_ = training_flops_per_token(model_.shape(), model_.parameter_count());
+  if (is_root()) {
+    // The device's peak for MFU: a GPU's datasheet figure, a CPU's measured sgemm speed.
+    const double device_peak = backend_.peak_flops();
+    peak_flops_ = communicator_.world_size() *
+                  (device_peak > 0 ? device_peak : measure_matmul_flops(backend_));
+  }
+  progress_.emplace(ProgressSettings{.total_steps = config_.max_iters,
+                                     .first_step = start_step_,
+                                     .quiet = options_.quiet,
+                                     .is_printer = is_root()},
+                    StatusLine::standard_output());
 
   const int64_t tokens_per_step = global_windows_ * block_size_;
   Clock::time_point window_start = Clock::now();
@@ -389,10 +406,8 @@ TrainResult Trainer::run() {
       check_ranks_agree_on_weights(step);
       result_.last_train_loss = losses->train;
       result_.last_val_loss = losses->val;
+      progress_->eval_done(step, losses->train, losses->val);
       if (is_root()) {
-        std::printf("step %d: train loss %.4f, val loss %.4f\n", step, losses->train,
-                    losses->val);
-        std::fflush(stdout);
         metrics_->write({{"type", "eval"}, {"step", step}, {"train_loss", losses->train},
                          {"val_loss", losses->val},
                          {"time_s", earlier_seconds_ + seconds_since(session_start_)},
@@ -403,7 +418,8 @@ TrainResult Trainer::run() {
         if (is_root()) {
           save_checkpoint(checkpoint_path_, model_, config_, data_.vocabulary, step,
                           losses->train, losses->val);
-          std::printf("step %d: val loss improved, saved %s\n", step, checkpoint_path_.c_str());
+          progress_->line("step " + std::to_string(step) + ": val loss improved, saved " +
+                          checkpoint_path_);
         }
       }
       window_start = Clock::now();  // progress timing leaves out the evaluation
@@ -417,21 +433,26 @@ TrainResult Trainer::run() {
     ++window_steps;
     result_.steps_done = step + 1;
 
+    StepReport report{.step = step + 1};
     if (is_root() && config_.log_interval > 0 && (step + 1) % config_.log_interval == 0) {
       const double seconds = seconds_since(window_start);
-      const double ms_per_step = 1000.0 * seconds / window_steps;
-      const double tokens_per_second = tokens_per_step * window_steps / seconds;
-      std::printf("iter %d/%d: loss %.4f, lr %.2e, %.1f ms/step, %.0f tokens/s\n", step + 1,
-                  config_.max_iters, loss, learning_rate, ms_per_step, tokens_per_second);
-      std::fflush(stdout);
-      metrics_->write({{"type", "train"}, {"step", step + 1}, {"loss", loss},
-                       {"lr", learning_rate}, {"ms_per_step", ms_per_step},
-                       {"tokens_per_s", tokens_per_second},
-                       {"time_s", earlier_seconds_ + seconds_since(session_start_)},
-                       {"tokens", tokens_per_step * (step + 1)}});
+      report.loss = loss;
+      report.learning_rate = learning_rate;
+      report.ms_per_step = 1000.0 * seconds / window_steps;
+      report.tokens_per_second = tokens_per_step * window_steps / seconds;
+      report.mfu = model_flops_utilization(report.tokens_per_second, flops_per_token_,
+                                           peak_flops_);
+      nlohmann::json record = {{"type", "train"}, {"step", step + 1}, {"loss", loss},
+                               {"lr", learning_rate}, {"ms_per_step", report.ms_per_step},
+                               {"tokens_per_s", report.tokens_per_second},
+                               {"time_s", earlier_seconds_ + seconds_since(session_start_)},
+                               {"tokens", tokens_per_step * (step + 1)}};
+      if (std::isfinite(report.mfu)) record["mfu"] = report.mfu;  // JSON has no NaN
+      metrics_->write(record);
       window_start = Clock::now();
       window_steps = 0;
     }
+    progress_->step_done(report);
     if (config_.checkpoint_interval > 0 && (step + 1) % config_.checkpoint_interval == 0 &&
         step + 1 < config_.max_iters)
       save_state(step + 1);
@@ -447,6 +468,7 @@ TrainResult Trainer::run() {
   }
   result_.best_val_loss = best_val_loss_;
   result_.seconds = earlier_seconds_ + seconds_since(session_start_);
+  progress_->finish();
   if (is_root()) {
     if (result_.interrupted) {
       std::printf("interrupted after %lld of %d steps; the training state is saved in %s: "

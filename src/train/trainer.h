@@ -26,6 +26,7 @@ struct TrainOptions {
   const TrainingState* resume = nullptr;  // continue this state
   std::string launcher;                   // who started the ranks, for the start-up line
   bool overwrite = false;                 // out_dir may hold another run, to be replaced
+  bool quiet = false;                     // no live progress (evaluations still print)
 };
 
 struct TrainResult {
