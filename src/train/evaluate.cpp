@@ -29,7 +29,7 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& da
 }
 
 double split_loss(GPT& model, std::span<const int32_t> split, int block_size, int batch_size,
-                  size_t* windows) {
+                  size_t* windows, const std::function<void(size_t windows_done)>& on_progress) {
   const size_t count = consecutive_window_count(split.size(), block_size);
   Batch batch(batch_size, block_size);
   double total = 0.0;
@@ -38,6 +38,7 @@ double split_loss(GPT& model, std::span<const int32_t> split, int block_size, in
     model.forward(batch.inputs.data(), batch.targets.data(), filled, block_size,
                   DropoutContext{});
     total += static_cast<double>(model.mean_loss()) * filled;
+    if (on_progress) on_progress(first + filled);
   }
   if (windows) *windows = count;
   return count ? total / static_cast<double>(count) : 0.0;

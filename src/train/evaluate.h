@@ -30,8 +30,10 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& da
                                                int world, const std::function<bool()>& keep_going);
 
 // Mean loss over all consecutive non-overlapping block_size windows of the split, batch_size
-// windows per forward pass. `windows` returns how many windows that was.
+// windows per forward pass. `windows` returns how many windows that was; `on_progress` hears the
+// number of windows done after each pass.
 double split_loss(GPT& model, std::span<const int32_t> split, int block_size, int batch_size,
-                  size_t* windows = nullptr);
+                  size_t* windows = nullptr,
+                  const std::function<void(size_t windows_done)>& on_progress = {});
 
 }  // namespace folio
