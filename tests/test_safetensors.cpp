@@ -4,26 +4,16 @@
 #include <cstring>
 
 #include "io/safetensors.h"
+#include "safetensors_bytes.h"
 #include "test_helpers.h"
 
 namespace folio {
 namespace {
 
 using testing::error_message;
+using testing::raw_file;
+using testing::read_all;
 using testing::TempDir;
-
-std::string read_all(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
-// A raw safetensors file from a header text and data bytes.
-std::string raw_file(const std::string& header, const std::string& data) {
-  std::string file(8, '\0');
-  const uint64_t size = header.size();
-  std::memcpy(file.data(), &size, 8);
-  return file + header + data;
-}
 
 TEST(Safetensors, RoundTripsTensorsAndMetadata) {
   TempDir dir;
@@ -94,7 +84,7 @@ TEST(Safetensors, RefusesDamagedAndHostileFiles) {
   refuse(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd"),
          "need 8");
   refuse(raw_file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "abcd"),
-         "negative dimension");
+         "not a non-negative integer");
   refuse(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", "abcd"),
          "outside the file");
   refuse(raw_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296]},)"
@@ -121,6 +111,109 @@ TEST(Safetensors, IntegerTensorsAreNotParameters) {
       "i.safetensors", raw_file(R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
                                 std::string(8, '\1'))));
   EXPECT_NE(error_message([&] { file.to_float32(*file.find("a")); }).find("must be floating"),
+            std::string::npos);
+}
+
+TEST(Safetensors, ParsesFromMemoryAsFromAFile) {
+  TempDir dir;
+  const std::vector<float> a = {1, 2, 3};
+  write_safetensors(dir.file("m.safetensors"), {{"a", {3}, a.data()}}, {{"k", "v"}});
+  const auto file = SafetensorsFile::parse(read_all(dir.file("m.safetensors")), "in memory");
+  EXPECT_EQ(file.path(), "in memory");
+  EXPECT_EQ(file.to_float32(*file.find("a")), a);
+  EXPECT_EQ(file.metadata().at("k"), "v");
+  EXPECT_NE(error_message([] { SafetensorsFile::parse("1234", "in memory"); }).find("in memory"),
+            std::string::npos);
+}
+
+TEST(Safetensors, HeaderChecksumCatchesAChangedHeader) {
+  TempDir dir;
+  const std::vector<float> a = {1, 2, 3, 4};
+  write_safetensors(dir.file("h.safetensors"), {{"a", {2, 2}, a.data()}}, {{"step", "10"}});
+  const std::string good = read_all(dir.file("h.safetensors"));
+  EXPECT_EQ(SafetensorsFile::parse(good, "h").metadata().at("header_sha256").size(), 64u);
+  // A digit of the recorded step changes: still valid JSON, still a valid file, but not the
+  // header folio wrote.
+  std::string changed = good;
+  changed[changed.find("\"10\"") + 1] = '9';
+  EXPECT_NE(error_message([&] {
+              SafetensorsFile::parse(changed, "h");
+            }).find("its header does not match the checksum"),
+            std::string::npos);
+  // So does a change to the checksum itself.
+  std::string wrong_checksum = good;
+  char& digit = wrong_checksum[wrong_checksum.find("header_sha256") + 16];
+  digit = digit == '0' ? '1' : '0';
+  EXPECT_NE(error_message([&] {
+              SafetensorsFile::parse(wrong_checksum, "h");
+            }).find("its header does not match the checksum"),
+            std::string::npos);
+  // A header another tool re-serialised (other spacing) is not held to the checksum; its data
+  // still is, and every structural check still applies.
+  auto parts = testing::split_safetensors(good);
+  const std::string respaced = raw_file(parts.header.dump(1), parts.data);
+  EXPECT_EQ(SafetensorsFile::parse(respaced, "h")
+                .to_float32(*SafetensorsFile::parse(respaced, "h").find("a")),
+            a);
+}
+
+TEST(Safetensors, SizeArithmeticCannotOverflow) {
+  auto expect_refusal = [](const std::string& header, const std::string& data,
+                           const std::string& expected) {
+    const std::string message =
+        error_message([&] { SafetensorsFile::parse(raw_file(header, data), "s"); });
+    EXPECT_NE(message.find(expected), std::string::npos) << header << ": " << message;
+  };
+  // 2^62 * 4 bytes wraps to 0 in 64 bits: the product must be refused before it wraps.
+  expect_refusal(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})",
+                 "", "impossibly large");
+  expect_refusal(R"({"a":{"dtype":"F64","shape":[2,1152921504606846976],"data_offsets":[0,0]}})",
+                 "", "impossibly large");
+  // An offset near 2^64 must not wrap past the data section's size.
+  expect_refusal(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[18446744073709551615,0]}})",
+                 "x", "outside the file");
+  expect_refusal(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,18446744073709551615]}})",
+                 "x", "outside the file");
+  // A dimension that is a float or does not fit in 64 bits (JSON reads it as a float).
+  expect_refusal(R"({"a":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}})", "x",
+                 "not a non-negative integer");
+  expect_refusal(R"({"a":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,1]}})",
+                 "x", "not a non-negative integer");
+  // A name that would break the one-line error rule of every message that quotes it.
+  expect_refusal(R"({"a\nb":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "x",
+                 "tensor name 'a\\nb' holds control characters");
+  // An empty tensor with a huge dimension after the zero is a valid (empty) tensor.
+  const auto file = SafetensorsFile::parse(
+      raw_file(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})",
+               ""),
+      "s");
+  EXPECT_EQ(file.find("a")->element_count(), 0u);
+  EXPECT_TRUE(file.to_float32(*file.find("a")).empty());
+}
+
+TEST(Safetensors, OversizedHeadersAreRefusedBeforeReading) {
+  auto with_header_size = [](uint64_t size) {
+    std::string bytes(8, '\0');
+    std::memcpy(bytes.data(), &size, 8);
+    return bytes + "{}";
+  };
+  EXPECT_NE(error_message([&] {
+              SafetensorsFile::parse(with_header_size((100u << 20) + 1), "o");
+            }).find("limit 100 MiB"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] {
+              SafetensorsFile::parse(with_header_size(100u << 20), "o");
+            }).find("runs past the end"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] {
+              SafetensorsFile::parse(with_header_size(~0ULL), "o");
+            }).find("limit 100 MiB"),
+            std::string::npos);
+}
+
+TEST(Safetensors, ADirectoryIsNotACheckpoint) {
+  TempDir dir;
+  EXPECT_NE(error_message([&] { SafetensorsFile::read(dir.file("")); }).find("is a directory"),
             std::string::npos);
 }
 

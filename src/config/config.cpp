@@ -2,14 +2,18 @@
 #include "config/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/text_format.h"
 
 namespace folio {
@@ -32,7 +36,7 @@ std::string range_text(const ConfigKey& key) {
 
 [[noreturn]] void bad_value(const ConfigKey& key, const std::string& value,
                             const std::string& why) {
-  throw Error("config key " + std::string(key.name) + ": '" + value + "' " + why);
+  throw Error("config key " + std::string(key.name) + ": '" + printable(value) + "' " + why);
 }
 
 void check_range(const ConfigKey& key, const std::string& text, double value) {
@@ -46,7 +50,7 @@ long long parse_integer(const ConfigKey& key, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (*end != '\0') bad_value(key, text, "is not an integer");
+  if (end != text.c_str() + text.size()) bad_value(key, text, "is not an integer");
   if (errno == ERANGE) bad_value(key, text, "is too large");
   return value;
 }
@@ -56,25 +60,28 @@ double parse_double(const ConfigKey& key, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  if (*end != '\0') bad_value(key, text, "is not a number");
+  if (end != text.c_str() + text.size()) bad_value(key, text, "is not a number");
   if (!std::isfinite(value) || errno == ERANGE) bad_value(key, text, "is not a finite number");
   return value;
 }
 
 bool parse_bool(const ConfigKey& key, const std::string& text) {
   std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  // std::tolower is undefined for negative chars: bytes >= 0x80 of hostile text must not reach it.
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
   if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
   bad_value(key, text, "is not a boolean (true or false)");
 }
 
-bool is_choice(const char* choices, const std::string& value) {
-  std::stringstream list(choices);
-  std::string choice;
-  while (std::getline(list, choice, '|'))
-    if (choice == value) return true;
-  return false;
+bool is_choice(std::string_view choices, const std::string& value) {
+  while (true) {
+    const size_t bar = choices.find('|');
+    if (choices.substr(0, bar) == value) return true;
+    if (bar == std::string_view::npos) return false;
+    choices.remove_prefix(bar + 1);
+  }
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -114,7 +121,7 @@ static const ConfigKey& require_key(const std::string& name) {
   const ConfigKey* key = find_config_key(name);
   if (key != nullptr) return *key;
   const std::string guess = nearest_config_key(name);
-  throw Error("unknown config key '" + name + "'" +
+  throw Error("unknown config key '" + printable(name) + "'" +
               (guess.empty() ? "" : " (did you mean " + guess + "?)") +
               "; `folio train --help` lists every key");
 }
@@ -130,11 +137,14 @@ void set_config_value(Config& config, const std::string& name, const std::string
           check_range(key, value, static_cast<double>(parsed));
           config.*member = static_cast<int>(parsed);
         } else if constexpr (std::is_same_v<Field, uint64_t>) {
-          if (value.empty() || value[0] == '-') bad_value(key, value, "is not an unsigned integer");
+          // strtoull would skip other white space and wrap "-1" to 2^64 - 1: insist on a digit.
+          if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])))
+            bad_value(key, value, "is not an unsigned integer");
           errno = 0;
           char* end = nullptr;
           const unsigned long long parsed = std::strtoull(value.c_str(), &end, 10);
-          if (*end != '\0') bad_value(key, value, "is not an unsigned integer");
+          if (end != value.c_str() + value.size())
+            bad_value(key, value, "is not an unsigned integer");
           if (errno == ERANGE) bad_value(key, value, "is too large (at most 2^64 - 1)");
           config.*member = parsed;
         } else if constexpr (std::is_same_v<Field, double>) {
@@ -178,7 +188,7 @@ void apply_config_text(Config& config, const std::string& text, const std::strin
     const auto equals = line.find('=');
     if (equals == std::string::npos)
       throw Error(origin + ":" + std::to_string(line_number) + ": expected `key = value`, got '" +
-                  line + "'");
+                  printable(line) + "'");
     std::string value = trim(line.substr(equals + 1));
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
       value = value.substr(1, value.size() - 2);
@@ -196,6 +206,13 @@ void validate_config(const Config& config) {
                 std::to_string(config.n_head) +
                 "): choose an n_head that divides n_embd, or set head_size explicitly (seed 004 "
                 "uses head_size=10 with n_embd=32 and n_head=3)");
+  // The fused qkv matrix has 3 * n_head * head_size rows, counted in int by the model.
+  const int64_t qkv_rows = 3 * static_cast<int64_t>(config.n_head) * config.effective_head_size();
+  if (qkv_rows > std::numeric_limits<int>::max())
+    throw Error("n_head (" + std::to_string(config.n_head) + ") times head_size (" +
+                std::to_string(config.effective_head_size()) +
+                ") is too large: the attention would need " + std::to_string(qkv_rows) +
+                " qkv rows; choose fewer or smaller heads");
   if (config.lr_schedule == "cosine") {
     if (config.lr_decay_iters <= config.warmup_iters)
       throw Error("lr_decay_iters (" + std::to_string(config.lr_decay_iters) +
@@ -226,7 +243,8 @@ void apply_config_json(Config& config, const nlohmann::json& json, const std::st
     else if (value.is_number_unsigned()) text = std::to_string(value.get<uint64_t>());
     else if (value.is_number_integer()) text = std::to_string(value.get<int64_t>());
     else if (value.is_number_float()) text = shortest_double(value.get<double>());
-    else throw Error(origin + ": config key " + name + " has a value of the wrong type");
+    else
+      throw Error(origin + ": config key " + printable(name) + " has a value of the wrong type");
     try {
       set_config_value(config, name, text);
     } catch (const Error& error) {

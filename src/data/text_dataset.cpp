@@ -21,7 +21,11 @@ TextDataset load_text_dataset(const std::string& path, double train_fraction,
   if (!file) throw Error("cannot open data file " + path + ": check its permissions");
   std::ostringstream buffer;
   buffer << file.rdbuf();
-  const std::string bytes = buffer.str();
+  return text_dataset_from_bytes(buffer.str(), path, train_fraction, vocabulary);
+}
+
+TextDataset text_dataset_from_bytes(const std::string& bytes, const std::string& path,
+                                    double train_fraction, const Vocabulary* vocabulary) {
   if (bytes.empty())
     throw Error("data file " + path + " is empty: pass --data FILE with some text to train on");
 

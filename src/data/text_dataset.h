@@ -29,6 +29,10 @@ struct TextDataset {
 TextDataset load_text_dataset(const std::string& path, double train_fraction,
                               const Vocabulary* vocabulary = nullptr);
 
+// The same from the file's bytes already in memory; `path` only names it in errors.
+TextDataset text_dataset_from_bytes(const std::string& bytes, const std::string& path,
+                                    double train_fraction, const Vocabulary* vocabulary = nullptr);
+
 // Both splits must hold at least one window of block_size + 1 tokens (input and shifted target).
 void check_dataset_fits(const TextDataset& dataset, int block_size);
 

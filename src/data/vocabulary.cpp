@@ -8,14 +8,19 @@
 namespace folio {
 
 Vocabulary Vocabulary::from_text(std::u32string_view text) {
-  std::vector<bool> seen_small(0x10000, false);
+  // Characters of the Basic Multilingual Plane are counted in a table sized to the largest one
+  // seen (128 entries for ASCII text), the rare others sorted.
+  char32_t largest_small = 0;
+  for (char32_t c : text)
+    if (c < 0x10000) largest_small = std::max(largest_small, c);
+  std::vector<bool> seen_small(static_cast<size_t>(largest_small) + 1, false);
   std::vector<char32_t> large;
   for (char32_t c : text) {
     if (c < 0x10000) seen_small[c] = true;
     else large.push_back(c);
   }
   Vocabulary vocabulary;
-  for (char32_t c = 0; c < 0x10000; ++c)
+  for (char32_t c = 0; c <= largest_small; ++c)
     if (seen_small[c]) vocabulary.symbols_.push_back(c);
   std::sort(large.begin(), large.end());
   large.erase(std::unique(large.begin(), large.end()), large.end());

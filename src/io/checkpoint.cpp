@@ -1,5 +1,6 @@
 #include "io/checkpoint.h"
 
+#include <charconv>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -16,7 +17,8 @@ namespace {
 
 constexpr const char* kFormat = "folio-gpt-1";
 
-// The structure of a metadata-less file, read off its tensor names and shapes.
+// The structure of a metadata-less file, read off its tensor names and shapes. Each value goes
+// through the key table, so a hostile shape meets the same range checks as a typed flag.
 Config infer_structure(const SafetensorsFile& file, Config config) {
   auto require = [&](const std::string& name) -> const SafetensorsTensor& {
     const SafetensorsTensor* tensor = file.find(name);
@@ -25,38 +27,62 @@ Config infer_structure(const SafetensorsFile& file, Config config) {
                   ": it is not a model of the seed's structure");
     return *tensor;
   };
+  auto set = [&](const char* key, int64_t value) {
+    try {
+      set_config_value(config, key, std::to_string(value));
+    } catch (const Error& error) {
+      throw Error("checkpoint " + file.path() + " has no folio metadata, and its tensor shapes " +
+                  "give an invalid structure: " + error.what());
+    }
+  };
   const SafetensorsTensor& position = require("position_embedding_table.weight");
   const SafetensorsTensor& token = require("token_embedding_table.weight");
   if (position.shape.size() != 2 || token.shape.size() != 2)
     throw Error("checkpoint " + file.path() + ": the embedding tables are not matrices");
-  config.block_size = static_cast<int>(position.shape[0]);
-  config.n_embd = static_cast<int>(position.shape[1]);
-  int layers = 0;
+  set("block_size", position.shape[0]);
+  set("n_embd", position.shape[1]);
+  int64_t layers = 0;
   while (file.find("blocks." + std::to_string(layers) + ".ln1.weight")) ++layers;
-  int heads = 0;
+  int64_t heads = 0;
   while (file.find("blocks.0.sa.heads." + std::to_string(heads) + ".key.weight")) ++heads;
   if (layers == 0 || heads == 0)
     throw Error("checkpoint " + file.path() +
                 " has no blocks.0.ln1.weight or blocks.0.sa.heads.0.key.weight: it is not a "
                 "model of the seed's structure");
-  config.n_layer = layers;
-  config.n_head = heads;
-  const int head_size = static_cast<int>(require("blocks.0.sa.heads.0.key.weight").shape[0]);
-  config.head_size = head_size * heads == config.n_embd ? 0 : head_size;
+  set("n_layer", layers);
+  set("n_head", heads);
+  set("head_size", require("blocks.0.sa.heads.0.key.weight").shape[0]);
+  // Both factors are range-checked above, so the product cannot overflow.
+  if (static_cast<int64_t>(config.head_size) * config.n_head == config.n_embd) config.head_size = 0;
   config.bias = file.find("ln_f.bias") != nullptr;
   if (file.find("lm_head.weight") == nullptr) config.tie_weights = true;
   return config;
 }
 
-double metadata_number(const std::map<std::string, std::string>& metadata, const std::string& key,
-                       double fallback) {
+// A recorded number, or `fallback` when the entry is absent, malformed or not finite. Integers
+// are read as integers, never through a double whose cast would be undefined for huge values.
+template <typename Number>
+Number metadata_value(const std::map<std::string, std::string>& metadata, const std::string& key,
+                      Number fallback) {
   auto it = metadata.find(key);
   if (it == metadata.end()) return fallback;
-  try {
-    return std::stod(it->second);
-  } catch (const std::exception&) {
-    return fallback;
+  Number value{};
+  const char* first = it->second.data();
+  const char* last = first + it->second.size();
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (error != std::errc() || end != last) return fallback;
+  if constexpr (std::is_floating_point_v<Number>) {
+    if (!std::isfinite(value)) return fallback;
   }
+  return value;
+}
+
+// The most parameters the file's tensors could give: every parameter takes at least 2 bytes (F16
+// or BF16). A bound, not a check of each tensor (from_seed_state_dict does that, naming it).
+size_t loadable_values(const SafetensorsFile& file) {
+  size_t bytes = 0;
+  for (const SafetensorsTensor& tensor : file.tensors()) bytes += tensor.end - tensor.begin;
+  return bytes / 2;
 }
 
 }  // namespace
@@ -74,7 +100,10 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
     tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
   std::map<std::string, std::string> metadata = {
       {"format", kFormat},
-      {"config", config_to_json(config).dump()},
+      // A path in the config need not be UTF-8 (a Latin-1 file name): JSON cannot hold such
+      // bytes, so they are stored as U+FFFD rather than failing the save after training.
+      {"config",
+       config_to_json(config).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
       {"vocab", vocabulary.symbols_utf8()},
       {"step", std::to_string(step)},
       {"train_loss", shortest_double(train_loss)},
@@ -86,7 +115,12 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
                                  const Vocabulary* data_vocabulary) {
-  const SafetensorsFile file = SafetensorsFile::read(path);
+  return load_checkpoint(SafetensorsFile::read(path), base_config, data_vocabulary);
+}
+
+LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base_config,
+                                 const Vocabulary* data_vocabulary) {
+  const std::string& path = file.path();
   LoadedCheckpoint result;
   result.path = path;
   result.file_size = file.file_size();
@@ -104,9 +138,11 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_con
     } catch (const std::out_of_range&) {
       throw Error("checkpoint " + path + " lacks its config or vocab metadata");
     }
-    result.step = static_cast<int64_t>(metadata_number(metadata, "step", -1));
-    result.train_loss = metadata_number(metadata, "train_loss", -1);
-    result.val_loss = metadata_number(metadata, "val_loss", -1);
+    if (result.vocabulary.size() == 0)
+      throw Error("checkpoint " + path + " has an empty vocabulary: it is damaged");
+    result.step = metadata_value<int64_t>(metadata, "step", -1);
+    result.train_loss = metadata_value<double>(metadata, "train_loss", -1);
+    result.val_loss = metadata_value<double>(metadata, "val_loss", -1);
   } else {
     if (data_vocabulary == nullptr)
       throw Error("checkpoint " + path +
@@ -124,6 +160,12 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_con
                 std::to_string(result.vocabulary.size()) +
                 " characters: use the text the model was trained on");
   const ParameterLayout layout(result.shape);
+  // Refuse before allocating: a damaged config could otherwise ask for terabytes.
+  if (layout.total() > loadable_values(file))
+    throw Error("checkpoint " + path + " describes a model of " + std::to_string(layout.total()) +
+                " parameters, but its tensors hold at most " +
+                std::to_string(loadable_values(file)) +
+                " values: its config does not match its tensors (damaged?)");
   result.parameters = from_seed_state_dict(result.shape, layout, file);
   for (float value : result.parameters)
     if (!std::isfinite(value))

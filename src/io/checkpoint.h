@@ -19,6 +19,7 @@
 namespace folio {
 
 class GPT;
+class SafetensorsFile;
 
 struct LoadedCheckpoint {
   std::string path;
@@ -41,6 +42,9 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then
 // `data_vocabulary` is required (nullptr is an error saying to pass --data).
 LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
+                                 const Vocabulary* data_vocabulary);
+// The same from a file already read (or parsed from memory, as the fuzz tests do).
+LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base_config,
                                  const Vocabulary* data_vocabulary);
 
 }  // namespace folio

@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/sha256.h"
 
 namespace folio {
@@ -57,17 +59,43 @@ float half_to_float(uint16_t h) {
   throw Error("checkpoint " + path + " is not a valid safetensors file: " + why);
 }
 
-void write_all(int fd, const char* data, size_t size, const std::string& path) {
+constexpr const char* kHeaderChecksumKey = "header_sha256";
+
+// The header text with the value of its "header_sha256" entry read as zeros, or nullopt when the
+// header does not hold that entry as folio writes it (absent, or re-serialised by another tool).
+std::optional<std::string> header_with_zeroed_checksum(std::string header_text,
+                                                       const std::string& checksum) {
+  const std::string prefix = std::string("\"") + kHeaderChecksumKey + "\":\"";
+  const size_t at = header_text.find(prefix + checksum + "\"");
+  if (at == std::string::npos) return std::nullopt;
+  header_text.replace(at + prefix.size(), checksum.size(), std::string(checksum.size(), '0'));
+  return header_text;
+}
+
+// One line naming the file, the cause and what to do: a full disk is the common case.
+std::string write_failure(const std::string& path, int error_number) {
+  const std::string cause = std::strerror(error_number);
+  const std::string kept =
+      "; " + std::filesystem::path(path).filename().string() + " keeps its previous contents";
+  if (error_number == ENOSPC || error_number == EDQUOT)
+    return "cannot write " + path + ": the disk is full (" + cause + "): free some space" + kept;
+  if (error_number == EROFS || error_number == EACCES || error_number == EPERM)
+    return "cannot write " + path + ": " + cause + ": make its folder writable" + kept;
+  return "cannot write " + path + ": " + cause + kept;
+}
+
+// Writes everything, retrying short writes; returns 0 or the errno of the failure.
+int write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t written = ::write(fd, data, size);
     if (written < 0) {
       if (errno == EINTR) continue;
-      throw Error("cannot write " + path + ": " + std::strerror(errno) +
-                  " (is the disk full or the folder read-only?)");
+      return errno;
     }
     data += written;
     size -= static_cast<size_t>(written);
   }
+  return 0;
 }
 
 }  // namespace
@@ -83,11 +111,20 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   if (!std::filesystem::exists(path, error))
     throw Error("checkpoint " + path + " does not exist: pass --ckpt with a file written by "
                 "`folio train` (out_dir/ckpt.safetensors)");
+  if (std::filesystem::is_directory(path, error))
+    throw Error("checkpoint " + path + " is a directory: pass --ckpt with the ckpt.safetensors "
+                "file inside it");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error("cannot open checkpoint " + path + ": check its permissions");
+  std::string bytes(std::istreambuf_iterator<char>(file), {});
+  if (file.bad()) throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
+  return parse(std::move(bytes), path);
+}
+
+SafetensorsFile SafetensorsFile::parse(std::string bytes_in, const std::string& path) {
   SafetensorsFile result;
   result.path_ = path;
-  result.bytes_.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  result.bytes_ = std::move(bytes_in);
   const std::string& bytes = result.bytes_;
   result.file_size_ = bytes.size();
   if (bytes.size() < 8) corrupt(path, "it is shorter than the 8-byte header length (truncated?)");
@@ -99,10 +136,11 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
     corrupt(path, "its header runs past the end of the file (truncated?)");
   result.data_start_ = 8 + static_cast<size_t>(header_size);
   const size_t data_size = bytes.size() - result.data_start_;
+  const std::string_view header_text = std::string_view(bytes).substr(8, header_size);
 
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + header_size);
+    header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception&) {
     corrupt(path, "its header is not valid JSON");
   }
@@ -112,62 +150,84 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
     if (name == "__metadata__") {
       if (!entry.is_object()) corrupt(path, "__metadata__ is not an object");
       for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) corrupt(path, "metadata entry " + key + " is not a string");
+        if (!value.is_string())
+          corrupt(path, "metadata entry " + printable(key) + " is not a string");
         result.metadata_[key] = value.get<std::string>();
       }
       continue;
     }
+    // Names are quoted in every later error message, by code that trusts them to be one line.
+    if (has_control_character(name))
+      corrupt(path, "tensor name '" + printable(name) + "' holds control characters");
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
         !entry.contains("data_offsets"))
-      corrupt(path, "tensor " + name + " lacks dtype, shape or data_offsets");
+      corrupt(path, "tensor " + printable(name) + " lacks dtype, shape or data_offsets");
     SafetensorsTensor tensor;
     tensor.name = name;
-    if (!entry["dtype"].is_string()) corrupt(path, "tensor " + name + " has a non-string dtype");
+    if (!entry["dtype"].is_string())
+      corrupt(path, "tensor " + printable(name) + " has a non-string dtype");
     tensor.dtype = entry["dtype"].get<std::string>();
     const size_t element_size = dtype_size(tensor.dtype);
-    if (element_size == 0) corrupt(path, "tensor " + name + " has unknown dtype " + tensor.dtype);
+    if (element_size == 0)
+      corrupt(path, "tensor " + printable(name) + " has unknown dtype " + printable(tensor.dtype));
     const auto& shape = entry["shape"];
     if (!shape.is_array() || shape.size() > 8)
-      corrupt(path, "tensor " + name + " has a malformed shape");
+      corrupt(path, "tensor " + printable(name) + " has a malformed shape");
+    // Every product stays under SIZE_MAX / 8 (so below INT64_MAX too): count * element_size and
+    // the int64_t dimensions cannot wrap.
     size_t count = 1;
     for (const auto& d : shape) {
-      if (!d.is_number_unsigned()) corrupt(path, "tensor " + name + " has a negative dimension");
+      if (!d.is_number_unsigned())
+        corrupt(path, "tensor " + printable(name) +
+                          " has a dimension that is not a non-negative integer");
       const uint64_t dim = d.get<uint64_t>();
       if (dim != 0 && count > std::numeric_limits<size_t>::max() / 8 / dim)
-        corrupt(path, "tensor " + name + " is impossibly large");
+        corrupt(path, "tensor " + printable(name) + " is impossibly large");
       count *= static_cast<size_t>(dim);
       tensor.shape.push_back(static_cast<int64_t>(dim));
     }
     const auto& offsets = entry["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
         !offsets[1].is_number_unsigned())
-      corrupt(path, "tensor " + name + " has malformed data_offsets");
+      corrupt(path, "tensor " + printable(name) + " has malformed data_offsets");
     const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
     if (begin > end || end > data_size)
-      corrupt(path, "tensor " + name + " lies outside the file (truncated?)");
+      corrupt(path, "tensor " + printable(name) + " lies outside the file (truncated?)");
     if (end - begin != count * element_size)
-      corrupt(path, "tensor " + name + " has " + std::to_string(end - begin) +
+      corrupt(path, "tensor " + printable(name) + " has " + std::to_string(end - begin) +
                         " bytes, but its dtype and shape need " +
                         std::to_string(count * element_size));
     tensor.begin = static_cast<size_t>(begin);
     tensor.end = static_cast<size_t>(end);
     ranges.emplace_back(tensor.begin, tensor.end);
+    result.index_[tensor.name] = result.tensors_.size();
     result.tensors_.push_back(std::move(tensor));
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) corrupt(path, "two tensors overlap");
-  auto it = result.metadata_.find("data_sha256");
-  if (it != result.metadata_.end() && it->second != result.data_sha256())
-    throw Error("checkpoint " + path +
-                " is damaged: its tensor data does not match the checksum stored in it");
+  result.check_checksums(header_text);
   return result;
 }
 
+void SafetensorsFile::check_checksums(std::string_view header_text) const {
+  auto header_checksum = metadata_.find(kHeaderChecksumKey);
+  if (header_checksum != metadata_.end()) {
+    const std::optional<std::string> hashed =
+        header_with_zeroed_checksum(std::string(header_text), header_checksum->second);
+    if (hashed && sha256_hex(*hashed) != header_checksum->second)
+      throw Error("checkpoint " + path_ +
+                  " is damaged: its header does not match the checksum stored in it");
+  }
+  auto data_checksum = metadata_.find("data_sha256");
+  if (data_checksum != metadata_.end() && data_checksum->second != data_sha256())
+    throw Error("checkpoint " + path_ +
+                " is damaged: its tensor data does not match the checksum stored in it");
+}
+
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
-  for (const SafetensorsTensor& tensor : tensors_)
-    if (tensor.name == name) return &tensor;
-  return nullptr;
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 std::vector<float> SafetensorsFile::to_float32(const SafetensorsTensor& tensor) const {
@@ -208,27 +268,22 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::filesystem::path target(path);
   const std::filesystem::path folder =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  const std::string temporary =
-      (folder / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid())))
-          .string();
+  // Hidden, and unique per process, so that concurrent runs never write into one another's file.
+  std::string temporary_name = ".";
+  temporary_name += target.filename().string();
+  temporary_name += ".tmp." + std::to_string(::getpid());
+  const std::string temporary = (folder / temporary_name).string();
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error("cannot create " + temporary + ": " + std::strerror(errno) +
-                " (is out_dir writable?)");
-  try {
-    write_all(fd, bytes.data(), bytes.size(), temporary);
-    if (::fsync(fd) != 0)
-      throw Error("cannot flush " + temporary + " to disk: " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
+  if (fd < 0) throw Error(write_failure(path, errno));
+  // Errors of write, fsync and close all mean the data may not be on disk; close is checked
+  // because some file systems (NFS, quotas) report a full disk only there.
+  int failure = write_all(fd, bytes.data(), bytes.size());
+  if (failure == 0 && ::fsync(fd) != 0) failure = errno;
+  if (::close(fd) != 0 && failure == 0) failure = errno;
+  if (failure == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) failure = errno;
+  if (failure != 0) {
     ::unlink(temporary.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    throw Error("cannot move " + temporary + " over " + path + ": " + why);
+    throw Error(write_failure(path, failure));
   }
   const int folder_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (folder_fd >= 0) {
@@ -250,10 +305,18 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
                            {"data_offsets", {begin, data.size()}}};
   }
   metadata["data_sha256"] = sha256_hex(data);
+  const std::string zeros(64, '0');
+  metadata[kHeaderChecksumKey] = zeros;
   header["__metadata__"] = metadata;
-  std::string header_text = header.dump();
+  // Invalid UTF-8 in a name or metadata value becomes U+FFFD instead of an exception mid-save.
+  std::string header_text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Pad with spaces so the data section starts 8-byte aligned, as the official writer does.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  // The checksum covers the padded text with its own digits as zeros; the reader undoes the same.
+  const std::string header_checksum = sha256_hex(header_text);
+  const std::string placeholder = std::string("\"") + kHeaderChecksumKey + "\":\"" + zeros;
+  header_text.replace(header_text.find(placeholder) + placeholder.size() - zeros.size(),
+                      zeros.size(), header_checksum);
   std::string file;
   file.reserve(8 + header_text.size() + data.size());
   const uint64_t size = header_text.size();
