@@ -7,6 +7,27 @@
 
 namespace folio {
 
+namespace {
+
+// A LayerNorm's output and saved row statistics, and its weight and bias (or their gradients).
+struct NormTensors {
+  float *out, *mean, *rstd;
+  float *weight, *bias;
+};
+
+// The LayerNorm that reads the residual stream after block l: ln1 of block l + 1, or ln_f after
+// the last block (l = -1: the first block's ln1, which reads the embeddings).
+NormTensors norm_after(ActivationPlan& a, const ModelTensors& tensors, int l) {
+  if (l + 1 < static_cast<int>(a.layers.size())) {
+    LayerActivations& next = a.layers[l + 1];
+    const LayerTensors& t = tensors.layers[l + 1];
+    return {next.ln1, next.ln1_mean, next.ln1_rstd, t.ln1_weight, t.ln1_bias};
+  }
+  return {a.lnf, a.lnf_mean, a.lnf_rstd, tensors.lnf_weight, tensors.lnf_bias};
+}
+
+}  // namespace
+
 GPT::GPT(Backend& backend, const ModelShape& shape)
     : backend_(backend), shape_(shape), layout_(shape),
       parameters_(backend, layout_.total() * sizeof(float)),
@@ -15,6 +36,7 @@ GPT::GPT(Backend& backend, const ModelShape& shape)
   grads_ = bind_tensors(layout_, shape_, gradients());
   backend_.fill_zero(parameters(), layout_.total() * sizeof(float));
   zero_gradients();
+  backend_.set_parameter_buffer(parameters(), layout_.total());  // a GPU keeps a bf16 mirror
 }
 
 void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init) {
@@ -93,35 +115,38 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   k.embedding_forward(a.embedded + r0 * C, a.tokens + r0, weights_.token_embedding,
                       weights_.position_embedding, B, T - first_row, C, first_row);
   const float* x = a.embedded;
+  const size_t per_sample = static_cast<size_t>(T - first_row) * C;
+  // Each residual add runs fused with the LayerNorm that reads its result: ln2 inside a block, and
+  // the next block's ln1 (ln_f after the last block) at its end; only the first ln1 runs alone.
+  const NormTensors first = norm_after(a, weights_, -1);
+  k.layernorm_forward(first.out + r0 * C, first.mean + r0, first.rstd + r0, x + r0 * C,
+                      first.weight, first.bias, rows, C);
   for (int l = 0; l < shape_.n_layer; ++l) {
     const LayerTensors& w = weights_.layers[l];
     LayerActivations& act = a.layers[l];
     // x = x + sa(ln1(x)); sa = dropout(proj(concat of heads)), each head dropout on its weights
-    k.layernorm_forward(act.ln1 + r0 * C, act.ln1_mean + r0, act.ln1_rstd + r0, x + r0 * C,
-                        w.ln1_weight, w.ln1_bias, rows, C);
     k.matmul_forward(act.qkv + r0 * 3 * A, act.ln1 + r0 * C, w.qkv_weight, nullptr, rows, C,
                      3 * A);
     k.attention_forward(act.att, act.attention_saved, act.qkv, B, T, H, hs, first_row,
                         dropout.at(l, DropoutSite::kAttentionWeights));
     k.matmul_forward(a.branch + r0 * C, act.att + r0 * A, w.proj_weight, w.proj_bias, rows, A, C);
-    k.dropout_add_forward(act.residual_mid + r0 * C, x + r0 * C, a.branch + r0 * C, B,
-                          static_cast<size_t>(T - first_row) * C,
-                          dropout.at(l, DropoutSite::kAttentionOutput));
-    // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.))))
-    k.layernorm_forward(act.ln2 + r0 * C, act.ln2_mean + r0, act.ln2_rstd + r0,
-                        act.residual_mid + r0 * C, w.ln2_weight, w.ln2_bias, rows, C);
+    k.dropout_add_layernorm_forward(act.residual_mid + r0 * C, act.ln2 + r0 * C, act.ln2_mean + r0,
+                                    act.ln2_rstd + r0, x + r0 * C, a.branch + r0 * C,
+                                    w.ln2_weight, w.ln2_bias, B, per_sample, C,
+                                    dropout.at(l, DropoutSite::kAttentionOutput));
+    // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
     k.matmul_forward(act.fc + r0 * F, act.ln2 + r0 * C, w.fc_weight, w.fc_bias, rows, C, F);
     k.activation_forward(act.fc_act + r0 * F, act.fc + r0 * F, static_cast<size_t>(rows) * F,
                          shape_.activation);
     k.matmul_forward(a.branch + r0 * C, act.fc_act + r0 * F, w.fc2_weight, w.fc2_bias, rows, F, C);
-    k.dropout_add_forward(act.residual_out + r0 * C, act.residual_mid + r0 * C, a.branch + r0 * C,
-                          B, static_cast<size_t>(T - first_row) * C,
-                          dropout.at(l, DropoutSite::kFeedForwardOutput));
+    const NormTensors next = norm_after(a, weights_, l);
+    k.dropout_add_layernorm_forward(act.residual_out + r0 * C, next.out + r0 * C, next.mean + r0,
+                                    next.rstd + r0, act.residual_mid + r0 * C, a.branch + r0 * C,
+                                    next.weight, next.bias, B, per_sample, C,
+                                    dropout.at(l, DropoutSite::kFeedForwardOutput));
     x = act.residual_out;
   }
-  // logits = lm_head(ln_f(x))
-  k.layernorm_forward(a.lnf + r0 * C, a.lnf_mean + r0, a.lnf_rstd + r0, x + r0 * C,
-                      weights_.lnf_weight, weights_.lnf_bias, rows, C);
+  // logits = lm_head(ln_f(x)), ln_f having run with the last residual add
   k.matmul_forward(a.logits + r0 * V, a.lnf + r0 * C, weights_.lm_head_weight,
                    weights_.lm_head_bias, rows, C, V);
   if (targets) {
@@ -151,42 +176,51 @@ void GPT::backward(float dloss) {
   const size_t per_sample = static_cast<size_t>(T) * C;
   const DropoutContext& dropout = last_dropout_;
   Backend& k = backend_;
-  const float* x_last = shape_.n_layer > 0 ? a.layers.back().residual_out : a.embedded;
 
   // logits = lm_head(ln_f(x))
   k.cross_entropy_backward(a.d_logits, a.logits, a.targets, BT, V, dloss);
   k.matmul_backward(a.d_ln, grads_.lm_head_weight, grads_.lm_head_bias, a.d_logits, a.lnf,
                     weights_.lm_head_weight, BT, C, V);
   k.fill_zero(a.d_residual, static_cast<size_t>(BT) * C * sizeof(float));
-  k.layernorm_backward(a.d_residual, grads_.lnf_weight, grads_.lnf_bias, a.d_ln, x_last,
-                       weights_.lnf_weight, a.lnf_mean, a.lnf_rstd, BT, C);
+  // As in the forward pass, each LayerNorm runs fused with the residual add that produced its
+  // input: the backward of the LayerNorm after block l (ln_f, or ln1 of block l + 1) goes on
+  // into that block's feed-forward branch, leaving its gradient in d_branch.
+  auto norm_backward = [&](int l) {
+    const NormTensors norm = norm_after(a, weights_, l), grad = norm_after(a, grads_, l);
+    if (l < 0) {
+      k.layernorm_backward(a.d_residual, grad.weight, grad.bias, a.d_ln, a.embedded, norm.weight,
+                           norm.mean, norm.rstd, BT, C);
+      return;
+    }
+    k.layernorm_dropout_add_backward(a.d_residual, a.d_branch, grad.weight, grad.bias, a.d_ln,
+                                     a.layers[l].residual_out, norm.weight, norm.mean, norm.rstd,
+                                     B, per_sample, C,
+                                     dropout.at(l, DropoutSite::kFeedForwardOutput));
+  };
+  norm_backward(shape_.n_layer - 1);  // ln_f
 
   for (int l = shape_.n_layer - 1; l >= 0; --l) {
     const LayerTensors& w = weights_.layers[l];
     const LayerTensors& g = grads_.layers[l];
     const LayerActivations& act = a.layers[l];
-    const float* x_in = l == 0 ? a.embedded : a.layers[l - 1].residual_out;
-    // x = x + ffwd(ln2(x)): d_residual flows through unchanged and into the branch
-    k.dropout_add_backward(a.d_branch, a.d_residual, B, per_sample,
-                           dropout.at(l, DropoutSite::kFeedForwardOutput));
+    // x = x + ffwd(ln2(x)): d_residual flows through unchanged, d_branch into the branch
     k.matmul_backward(a.d_fc_act, g.fc2_weight, g.fc2_bias, a.d_branch, act.fc_act, w.fc2_weight,
                       BT, F, C);
     k.activation_backward(a.d_fc, a.d_fc_act, act.fc, static_cast<size_t>(BT) * F,
                           shape_.activation);
     k.matmul_backward(a.d_ln, g.fc_weight, g.fc_bias, a.d_fc, act.ln2, w.fc_weight, BT, C, F);
-    k.layernorm_backward(a.d_residual, g.ln2_weight, g.ln2_bias, a.d_ln, act.residual_mid,
-                         w.ln2_weight, act.ln2_mean, act.ln2_rstd, BT, C);
+    k.layernorm_dropout_add_backward(a.d_residual, a.d_branch, g.ln2_weight, g.ln2_bias, a.d_ln,
+                                     act.residual_mid, w.ln2_weight, act.ln2_mean, act.ln2_rstd,
+                                     B, per_sample, C,
+                                     dropout.at(l, DropoutSite::kAttentionOutput));
     // x = x + sa(ln1(x))
-    k.dropout_add_backward(a.d_branch, a.d_residual, B, per_sample,
-                           dropout.at(l, DropoutSite::kAttentionOutput));
     k.matmul_backward(a.d_att, g.proj_weight, g.proj_bias, a.d_branch, act.att, w.proj_weight, BT,
                       A, C);
     k.attention_backward(a.d_qkv, a.d_att, act.qkv, act.attention_saved, B, T, H, hs,
                          dropout.at(l, DropoutSite::kAttentionWeights));
     k.matmul_backward(a.d_ln, g.qkv_weight, nullptr, a.d_qkv, act.ln1, w.qkv_weight, BT, C,
                       3 * A);
-    k.layernorm_backward(a.d_residual, g.ln1_weight, g.ln1_bias, a.d_ln, x_in, w.ln1_weight,
-                         act.ln1_mean, act.ln1_rstd, BT, C);
+    norm_backward(l - 1);  // ln1, fused with the previous block's feed-forward add
   }
   // x = token_embedding_table(idx) + position_embedding_table(arange(T))
   k.embedding_backward(grads_.token_embedding, grads_.position_embedding, a.d_residual, a.tokens,
