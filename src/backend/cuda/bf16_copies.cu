@@ -1,0 +1,125 @@
+// The bf16 operands of matrix products (dtype bf16): the parameters' mirror, and copies of the
+// fp32 activations that products read.
+//
+// The interface passes fp32 activations, so a product's bf16 operand must come from somewhere.
+// Converting just before each product costs a read of the fp32 tensor and a write of the bf16
+// one. Instead the op that produces the tensor writes the bf16 copy in the same pass (a write of
+// half the size, and no extra read): LayerNorm's output, attention's, the nonlinearity's, and the
+// gradients that backward products read. Which tensors need a copy is learned, not declared: the
+// first time a product reads an fp32 tensor it converts it into a copy kept for that address,
+// and from then on the tensor's producer refreshes the copy as it writes the tensor.
+//
+// Every op reports the memory it writes (wrote()); a copy that no longer matches its tensor is
+// marked out of date, so a stale copy is never read. This bookkeeping is host-side and follows
+// the order ops are issued in, which is the order the single stream runs them.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernel_helpers.cuh"
+
+namespace folio {
+
+namespace {
+
+// Products smaller than this convert on the fly: generation's one-row products, small models.
+constexpr size_t kSmallestKeptCopy = size_t(1) << 16;
+constexpr size_t kMostKeptCopies = 256;
+
+__global__ void convert_to_bf16_kernel(cuda::bf16* out, const float* x, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(x[i]);
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const char* a0 = static_cast<const char*>(a);
+  const char* b0 = static_cast<const char*>(b);
+  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+}  // namespace
+
+void CudaBackend::convert_to_bf16(cuda::bf16* out, const float* x, size_t n) {
+  if (n == 0) return;
+  const unsigned blocks = std::min(cuda::blocks_for(n, cuda::kBlockThreads), 8u * sm_count_);
+  convert_to_bf16_kernel<<<blocks, cuda::kBlockThreads, 0, stream_>>>(out, x, n);
+  check_launch("convert_to_bf16");
+}
+
+void CudaBackend::wrote(const void* pointer, size_t bytes) {
+  for (Bf16Copy& copy : bf16_copies_)
+    if (copy.valid > 0 && overlaps(pointer, bytes, copy.source, copy.valid * sizeof(float)))
+      copy.valid = 0;
+  if (mirror_.source != nullptr &&
+      overlaps(pointer, bytes, mirror_.source, mirror_.count * sizeof(float)))
+    mirror_.stale = true;
+}
+
+cuda::bf16* CudaBackend::bf16_output(const float* out, size_t n) {
+  wrote(out, n * sizeof(float));
+  if (!bf16_ || !options_.fused_kernels) return nullptr;
+  for (Bf16Copy& copy : bf16_copies_)
+    if (copy.source == out && copy.capacity() >= n) {
+      copy.valid = n;  // the caller's kernel writes it alongside the fp32 values
+      return copy.memory.as<cuda::bf16>();
+    }
+  return nullptr;
+}
+
+const cuda::bf16* CudaBackend::bf16_activation(const float* x, size_t n, Scratch fallback) {
+  const bool keep = options_.fused_kernels && n >= kSmallestKeptCopy;
+  for (Bf16Copy& copy : bf16_copies_) {
+    if (copy.source != x) continue;
+    if (copy.valid >= n) return copy.memory.as<cuda::bf16>();
+    if (copy.capacity() < n) {
+      if (capturing_ || !keep) break;
+      copy.memory = DeviceMemory();
+      copy.memory = DeviceMemory(n * sizeof(cuda::bf16));
+    }
+    convert_to_bf16(copy.memory.as<cuda::bf16>(), x, n);
+    copy.valid = n;
+    return copy.memory.as<cuda::bf16>();
+  }
+  if (keep && !capturing_ && bf16_copies_.size() < kMostKeptCopies) {
+    Bf16Copy& copy = bf16_copies_.emplace_back();
+    copy.source = x;
+    copy.memory = DeviceMemory(n * sizeof(cuda::bf16));
+    convert_to_bf16(copy.memory.as<cuda::bf16>(), x, n);
+    copy.valid = n;
+    return copy.memory.as<cuda::bf16>();
+  }
+  auto* converted = static_cast<cuda::bf16*>(scratch(fallback, n * sizeof(cuda::bf16)));
+  convert_to_bf16(converted, x, n);
+  return converted;
+}
+
+void CudaBackend::set_parameter_buffer(const float* parameters, size_t count) {
+  if (!bf16_) return;
+  mirror_ = ParameterMirror{};
+  mirror_.source = parameters;
+  mirror_.count = count;
+  mirror_.memory = DeviceMemory(count * sizeof(cuda::bf16));
+  mirror_.stale = true;
+}
+
+void CudaBackend::refresh_parameter_mirror() {
+  convert_to_bf16(mirror_.memory.as<cuda::bf16>(), mirror_.source, mirror_.count);
+  mirror_.stale = false;
+}
+
+cuda::bf16* CudaBackend::mirror_of(const float* params, size_t n) {
+  if (mirror_.source == nullptr || params < mirror_.source ||
+      params + n > mirror_.source + mirror_.count)
+    return nullptr;
+  return mirror_.memory.as<cuda::bf16>() + (params - mirror_.source);
+}
+
+const cuda::bf16* CudaBackend::bf16_weight(const float* w, size_t n, Scratch fallback) {
+  if (cuda::bf16* mirrored = mirror_of(w, n)) {
+    if (mirror_.stale) refresh_parameter_mirror();
+    return mirrored;
+  }
+  auto* converted = static_cast<cuda::bf16*>(scratch(fallback, n * sizeof(cuda::bf16)));
+  convert_to_bf16(converted, w, n);
+  return converted;
+}
+
+}  // namespace folio

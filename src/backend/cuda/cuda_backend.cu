@@ -1,0 +1,269 @@
+// The CUDA backend's device, stream and memory; copies to and from the host; recording and
+// replaying a training step as a CUDA graph.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
+#include "core/error.h"
+
+namespace folio {
+
+namespace {
+
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;  // what cuBLASLt wants on Hopper
+constexpr int kStagingSlots = 16;
+constexpr size_t kStagingSlotBytes = size_t(256) << 10;
+// Copies larger than this (whole parameter sets, outside training steps) skip the staging slots.
+constexpr size_t kLargestStagedCopy = size_t(16) << 20;
+
+__global__ void probe_kernel() {}
+
+__global__ void set_live_step_values(LiveStepValues* live, LiveStepValues values) {
+  *live = values;
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: not an error for a CPU run
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int /*threads*/, const BackendOptions& options) {
+  // The device is the first of CUDA_VISIBLE_DEVICES; a launcher gives each rank its own.
+  return std::make_unique<CudaBackend>(0, options);
+}
+
+CudaBackend::CudaBackend(int device, const BackendOptions& options)
+    : device_(device), options_(options), bf16_(options.dtype != "fp32") {
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  cudaDeviceProp properties{};
+  check_cuda(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
+  gpu_name_ = properties.name;
+  sm_count_ = properties.multiProcessorCount;
+  compute_major_ = properties.major;
+  compute_minor_ = properties.minor;
+  if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
+    cudaGetLastError();
+    clock_khz_ = 0;
+  }
+  // A GPU older than the architectures this binary was compiled for has no image of its kernels.
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, probe_kernel) != cudaSuccess) {
+    cudaGetLastError();
+    throw Error("the GPU " + gpu_name_ + " (sm_" + std::to_string(compute_major_) +
+                std::to_string(compute_minor_) +
+                ") is older than this folio's CUDA kernels were compiled for: rebuild with "
+                "-DCMAKE_CUDA_ARCHITECTURES=" +
+                std::to_string(compute_major_) + std::to_string(compute_minor_) +
+                " (sm_80 or newer) or use --device cpu");
+  }
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  gemm_ = std::make_unique<cuda::Gemm>(kGemmWorkspaceBytes);
+  scratch_.resize(static_cast<size_t>(Scratch::kCount));
+  staging_.resize(kStagingSlots);
+  for (StagingSlot& slot : staging_) {
+    slot.host = PinnedMemory(kStagingSlotBytes);
+    slot.copied = make_event();
+  }
+  live_values_ = DeviceMemory(sizeof(LiveStepValues));
+  check_cuda(cudaMemsetAsync(live_values_.get(), 0, sizeof(LiveStepValues), stream_),
+             "cudaMemsetAsync");
+}
+
+CudaBackend::~CudaBackend() {
+  if (capturing_) {
+    cudaGraph_t abandoned = nullptr;
+    if (cudaStreamEndCapture(stream_, &abandoned) == cudaSuccess && abandoned)
+      cudaGraphDestroy(abandoned);
+  }
+  cudaStreamSynchronize(stream_);  // memory below is freed only after the work using it is done
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::description() const {
+  const std::string precision = bf16_           ? "bf16 matmuls"
+                                : options_.tf32 ? "fp32 (TF32 matmuls)"
+                                                : "fp32";
+  std::string text = "cuda (" + gpu_name_ + ", " + std::to_string(sm_count_) + " SMs, sm_" +
+                     std::to_string(compute_major_) + std::to_string(compute_minor_) + "; " +
+                     precision +
+                     (options_.flash_attention ? ", flash attention" : ", attention unfused");
+  if (!options_.fused_kernels) text += ", kernels unfused";
+  return text + ")";
+}
+
+double CudaBackend::peak_flops() const {
+  // Datasheet dense figures (bf16, TF32, fp32 on CUDA cores); other GPUs from clock and SMs.
+  struct Peak {
+    double bf16, tf32, fp32;
+  };
+  Peak peak{0, 0, 0};
+  const bool hopper =
+      gpu_name_.find("H100") != std::string::npos || gpu_name_.find("H200") != std::string::npos;
+  if (hopper && gpu_name_.find("PCIe") != std::string::npos) {
+    peak = {756e12, 378e12, 51.2e12};
+  } else if (hopper) {
+    peak = {989.4e12, 494.7e12, 66.9e12};
+  } else if (gpu_name_.find("A100") != std::string::npos) {
+    peak = {312e12, 156e12, 19.5e12};
+  } else if (clock_khz_ > 0) {
+    // Per SM and clock: sm_90 4096 bf16 / 2048 TF32 / 256 fp32 FLOP; sm_80 half of that.
+    const double per_clock = compute_major_ >= 9 ? 4096 : compute_major_ == 8 ? 2048 : 0;
+    const double scale = per_clock * sm_count_ * clock_khz_ * 1e3;
+    peak = {scale, scale / 2, scale / 16};
+  }
+  return bf16_ ? peak.bf16 : options_.tf32 ? peak.tf32 : peak.fp32;
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+void CudaBackend::no_capture(const char* what) const {
+  if (capturing_)
+    throw Error(std::string("internal: ") + what + " while a training step is being recorded");
+}
+
+void* CudaBackend::allocate(size_t bytes) {
+  no_capture("allocate()");
+  void* pointer = nullptr;
+  const std::string what = "cudaMalloc of " + std::to_string(bytes >> 20) + " MiB";
+  check_cuda(cudaMalloc(&pointer, bytes > 0 ? bytes : 1), what.c_str());
+  allocations_[pointer] = bytes;
+  return pointer;
+}
+
+void CudaBackend::release(void* pointer) {
+  no_capture("release()");
+  auto allocation = allocations_.find(pointer);
+  if (allocation == allocations_.end()) throw Error("internal: release() of unknown memory");
+  const char* begin = static_cast<const char*>(pointer);
+  const char* end = begin + allocation->second;
+  auto inside = [&](const float* p) {
+    return reinterpret_cast<const char*>(p) >= begin && reinterpret_cast<const char*>(p) < end;
+  };
+  std::erase_if(bf16_copies_, [&](const Bf16Copy& copy) { return inside(copy.source); });
+  if (mirror_.source != nullptr && inside(mirror_.source)) mirror_ = ParameterMirror{};
+  allocations_.erase(allocation);
+  check_cuda(cudaFree(pointer), "cudaFree");
+}
+
+void* CudaBackend::scratch(Scratch slot, size_t bytes) {
+  DeviceMemory& buffer = scratch_[static_cast<size_t>(slot)];
+  if (buffer.bytes() < bytes) {
+    no_capture("growing scratch memory (run one step before recording)");
+    buffer = DeviceMemory();  // free first: the old and new buffer need not fit together
+    buffer = DeviceMemory(bytes);
+  }
+  return buffer.get();
+}
+
+void CudaBackend::stage_copy_to_device(void* device, const void* host, size_t bytes) {
+  if (bytes > kLargestStagedCopy) {
+    // Rare and outside training steps: the driver stages pageable memory itself; wait for it.
+    check_cuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_),
+               "cudaMemcpyAsync to the device");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    return;
+  }
+  StagingSlot& slot = staging_[next_staging_];
+  next_staging_ = (next_staging_ + 1) % staging_.size();
+  if (slot.pending) check_cuda(cudaEventSynchronize(slot.copied.get()), "cudaEventSynchronize");
+  slot.pending = false;
+  if (slot.host.bytes() < bytes) slot.host = PinnedMemory(bytes);
+  std::memcpy(slot.host.get(), host, bytes);
+  check_cuda(cudaMemcpyAsync(device, slot.host.get(), bytes, cudaMemcpyHostToDevice, stream_),
+             "cudaMemcpyAsync to the device");
+  check_cuda(cudaEventRecord(slot.copied.get(), stream_), "cudaEventRecord");
+  slot.pending = true;
+}
+
+void CudaBackend::copy_to_device(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  wrote(device, bytes);
+  if (capturing_) {
+    recorded_copies_.push_back({device, host, bytes});  // done again before every replay
+    return;
+  }
+  stage_copy_to_device(device, host, bytes);
+}
+
+void CudaBackend::copy_to_host(void* host, const void* device, size_t bytes) {
+  if (bytes == 0) return;
+  no_capture("copy_to_host()");
+  check_cuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_),
+             "cudaMemcpyAsync to the host");
+  check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaBackend::copy_device(void* to, const void* from, size_t bytes) {
+  if (bytes == 0) return;
+  wrote(to, bytes);
+  check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_),
+             "cudaMemcpyAsync on the device");
+}
+
+void CudaBackend::fill_zero(void* device, size_t bytes) {
+  if (bytes == 0) return;
+  wrote(device, bytes);
+  check_cuda(cudaMemsetAsync(device, 0, bytes, stream_), "cudaMemsetAsync");
+}
+
+void CudaBackend::synchronize() {
+  no_capture("synchronize()");
+  check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+// ---- recording a step ---------------------------------------------------------------------------
+
+const uint32_t* CudaBackend::live_dropout_step() const {
+  if (!capturing_) return nullptr;
+  return reinterpret_cast<const uint32_t*>(live_values_.as<char>() +
+                                           offsetof(LiveStepValues, dropout_step));
+}
+
+const LiveStepValues* CudaBackend::live_step_values() const {
+  return capturing_ ? live_values_.as<LiveStepValues>() : nullptr;
+}
+
+void CudaBackend::begin_step_capture() {
+  no_capture("begin_step_capture()");
+  // A conversion recorded into the step would run on every replay; do it once now.
+  if (mirror_.source != nullptr && mirror_.stale) refresh_parameter_mirror();
+  recorded_copies_.clear();
+  check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+             "cudaStreamBeginCapture");
+  capturing_ = true;
+}
+
+void CudaBackend::end_step_capture() {
+  if (!capturing_) throw Error("internal: end_step_capture() without begin_step_capture()");
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  check_cuda(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t instance = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&instance, graph, 0);
+  cudaGraphDestroy(graph);
+  check_cuda(status, "cudaGraphInstantiate");
+  graph_ = CudaGraph(instance);
+}
+
+void CudaBackend::replay_step(const StepValues& values) {
+  no_capture("replay_step()");
+  if (!graph_) throw Error("internal: replay_step() before a step was recorded");
+  const LiveStepValues live{values.dropout_step, 0, values.learning_rate, values.adamw_step};
+  set_live_step_values<<<1, 1, 0, stream_>>>(live_values_.as<LiveStepValues>(), live);
+  check_launch("set_live_step_values");
+  for (const RecordedCopy& copy : recorded_copies_)
+    stage_copy_to_device(copy.device, copy.host, copy.bytes);
+  check_cuda(cudaGraphLaunch(graph_.get(), stream_), "cudaGraphLaunch");
+}
+
+}  // namespace folio

@@ -1,0 +1,242 @@
+// The CUDA backend: matrix products through cuBLASLt, every other op a kernel of its own (or
+// fused with its neighbour), each in the file named for it as in backend/cpu. All work goes to
+// one stream in issue order, so an op reads what the op before it wrote without waiting; only
+// copies to the host wait, and nothing in a training step does.
+//
+// Numerics. dtype fp32: every op in fp32 (matrix products on CUDA cores, or on TF32 tensor cores
+// with tf32). dtype bf16 (the GPU default): the operands of matrix products (weights and
+// activations) are rounded to bf16, the products accumulate in fp32 and come out in fp32; so do
+// attention's two products (q k^T and p v, and their gradients) when the head size is a multiple
+// of 16. Everything else (LayerNorm, softmax, cross-entropy, dropout, the residual stream,
+// gradients, AdamW's master weights and moments) stays fp32, and so do checkpoints.
+//
+// Where the bf16 operands come from (bf16_copies.cu): the parameters have a bf16 mirror that
+// adamw_update writes as it updates them; an activation that a matrix product reads gets a bf16
+// copy that the op producing it writes in the same pass (after the first step has shown which
+// activations are read that way), or, failing that, one converted just before the product.
+//
+// Determinism: no atomics anywhere. Parameter gradients that sum over rows (LayerNorm, biases,
+// embeddings) sum fixed blocks of rows and then add the blocks in order; the two directions of
+// attention's backward pass are separate kernels (one per key block, one per query block)
+// rather than one kernel adding into dq with atomics; cuBLASLt runs the algorithm its heuristic
+// picks once per shape. The same GPU and inputs give the same bits.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_memory.h"
+
+struct __nv_bfloat16;
+
+namespace folio {
+
+namespace cuda {
+class Gemm;
+struct GemmRequest;
+enum class GemmPrecision;
+using bf16 = ::__nv_bfloat16;
+}  // namespace cuda
+
+int cuda_device_count();  // 0 when there is no driver or no GPU
+std::unique_ptr<Backend> make_cuda_backend(int threads, const BackendOptions& options);
+
+// The step values a recorded step reads on the device (StepValues, as kernels see them).
+struct LiveStepValues {
+  uint32_t dropout_step;
+  uint32_t unused;
+  double learning_rate;
+  int64_t adamw_step;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, const BackendOptions& options);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  std::string description() const override;
+  int threads() const override { return 1; }  // one host thread issues work to the stream
+
+  void* allocate(size_t bytes) override;
+  void release(void* pointer) override;
+  void copy_to_device(void* device, const void* host, size_t bytes) override;
+  void copy_to_host(void* host, const void* device, size_t bytes) override;
+  void copy_device(void* to, const void* from, size_t bytes) override;
+  void fill_zero(void* device, size_t bytes) override;
+  void synchronize() override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int B, int T, int C, int first_position) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                          int T, int C) override;
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override;
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override;
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int IC, int OC) override;
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int IC, int OC) override;
+  // Flash attention saves each row's log-sum-exp (B, H, T) and a copy of the output (B, T, A),
+  // whose row products with dout the backward pass needs; without it, the probabilities.
+  size_t attention_saved_floats(int B, int T, int H, int head_size) const override;
+  void attention_forward(float* out, float* saved, const float* qkv, int B, int T, int H,
+                         int head_size, int q_start, const DropoutSpec& dropout) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                          int B, int T, int H, int head_size, const DropoutSpec& dropout) override;
+  void activation_forward(float* out, const float* inp, size_t n, Activation kind) override;
+  void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
+                           Activation kind) override;
+  void dropout_add_forward(float* out, const float* residual, const float* branch, int B,
+                           size_t per_sample, const DropoutSpec& dropout) override;
+  void dropout_add_backward(float* dbranch, const float* dout, int B, size_t per_sample,
+                            const DropoutSpec& dropout) override;
+  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
+                             int V) override;
+  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N,
+                              int V, float dloss) override;
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                    const AdamWStep& step) override;
+  void sum(float* result, const float* x, size_t n) override;
+  void sum_of_squares(float* result, const float* x, size_t n) override;
+  void clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) override;
+  void scale(float* x, size_t n, float factor) override;
+
+  void dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean, float* rstd,
+                                     const float* residual, const float* branch,
+                                     const float* weight, const float* bias, int B,
+                                     size_t per_sample, int C, const DropoutSpec& dropout) override;
+  void layernorm_dropout_add_backward(float* dinp, float* dbranch, float* dweight, float* dbias,
+                                      const float* dout, const float* inp, const float* weight,
+                                      const float* mean, const float* rstd, int B,
+                                      size_t per_sample, int C,
+                                      const DropoutSpec& dropout) override;
+
+  void set_parameter_buffer(const float* parameters, size_t count) override;
+  double peak_flops() const override;
+
+  bool supports_step_capture() const override { return true; }
+  void begin_step_capture() override;
+  void end_step_capture() override;
+  void replay_step(const StepValues& values) override;
+
+ private:
+  // Grow-only scratch memory, one buffer per purpose, sized by the first step that needs it.
+  enum class Scratch {
+    kOperandA,              // bf16 operands converted just before a product: the first,
+    kOperandB,              // the second,
+    kOperandC,              // and the third of matmul_backward's
+    kBiasGradient,          // a bias gradient from cuBLASLt's epilogue, before adding
+    kPartialSums,           // per-block partial sums of parameter gradients
+    kReduction,             // partial sums of sum() and sum_of_squares()
+    kEmbeddingSort,         // positions sorted by token, for the embedding gradient
+    kAttentionRowDot,       // flash backward: rowsum(dout * out) per (b, h, t)
+    kAttentionHeads,        // unfused attention: q, k, v, dout laid out by head
+    kAttentionWeights,      // unfused attention: dropped probabilities, then dS
+    kAttentionScratch,      // unfused attention: d(dropped probabilities)
+    kAttentionHeadOutputs,  // unfused attention: outputs and gradients by head
+    kCount
+  };
+  void* scratch(Scratch slot, size_t bytes);
+
+  // A bf16 copy of an fp32 activation that matrix products read (bf16_copies.cu).
+  struct Bf16Copy {
+    const float* source = nullptr;
+    size_t valid = 0;  // leading floats of `source` the copy matches; 0 once it is out of date
+    DeviceMemory memory;
+    size_t capacity() const { return memory.bytes() / 2; }
+  };
+  // The parameters' bf16 mirror, refreshed by adamw_update.
+  struct ParameterMirror {
+    const float* source = nullptr;
+    size_t count = 0;
+    DeviceMemory memory;
+    bool stale = true;  // something other than adamw_update wrote the parameters
+  };
+
+  // Every op reports what it writes: bf16 copies of what was there go out of date.
+  void wrote(const void* pointer, size_t bytes);
+  // An op about to write all n floats at `out`: where it should also write them in bf16 (the
+  // copy a matrix product will read), or null when nothing reads them that way.
+  cuda::bf16* bf16_output(const float* out, size_t n);
+  // bf16 operands of a matrix product: the up-to-date copy, or one converted now.
+  const cuda::bf16* bf16_activation(const float* x, size_t n, Scratch fallback);
+  const cuda::bf16* bf16_weight(const float* w, size_t n, Scratch fallback);
+  // The part of the parameter mirror shadowing params[0, n), or null.
+  cuda::bf16* mirror_of(const float* params, size_t n);
+  void refresh_parameter_mirror();
+  void convert_to_bf16(cuda::bf16* out, const float* x, size_t n);
+
+  // Whether a product runs on bf16 operands: with dtype bf16, when every operand's rows start on
+  // 16-byte boundaries (leading dimensions of whole multiples of 8), which the tensor cores'
+  // loads need; other products (a head width of 30, a vocabulary of 65) run in fp32.
+  bool bf16_product(std::initializer_list<int> leading_dimensions) const;
+  cuda::GemmPrecision precision(bool bf16_operands) const;
+  // What a matrix product reads as operand x (n floats): x itself, or its bf16 form.
+  const void* matmul_operand(const float* x, size_t n, bool is_weight, bool bf16_operands,
+                             Scratch fallback);
+  void run_gemm(const cuda::GemmRequest& request);
+  bool try_gemm(const cuda::GemmRequest& request);  // false: the epilogue asked for is unavailable
+
+  bool uses_flash_attention(int head_size) const;
+  bool uses_tensor_core_attention(int head_size) const;
+  void unfused_attention_forward(float* out, float* probs, const float* qkv, int B, int T, int H,
+                                 int hs, int q_start, const DropoutSpec& dropout);
+  void unfused_attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* probs, int B, int T, int H, int hs,
+                                  const DropoutSpec& dropout);
+
+  // The step value pointer kernels read while a step is being recorded; null otherwise.
+  const uint32_t* live_dropout_step() const;
+  const LiveStepValues* live_step_values() const;
+  void stage_copy_to_device(void* device, const void* host, size_t bytes);
+  void no_capture(const char* what) const;  // throws when a step is being recorded
+
+  int device_;
+  BackendOptions options_;
+  bool bf16_;  // matrix products in bf16
+  std::string gpu_name_;
+  int sm_count_ = 0, compute_major_ = 0, compute_minor_ = 0, clock_khz_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Gemm> gemm_;
+
+  std::map<void*, size_t> allocations_;  // what allocate() handed out, for release()
+  std::vector<DeviceMemory> scratch_;
+  std::vector<Bf16Copy> bf16_copies_;
+  ParameterMirror mirror_;
+
+  // Copies to the device go through page-locked slots, so that they neither wait for the GPU nor
+  // make the GPU wait; a slot is reused once the copy that last used it has been done.
+  struct StagingSlot {
+    PinnedMemory host;
+    CudaEvent copied;
+    bool pending = false;
+  };
+  std::vector<StagingSlot> staging_;
+  size_t next_staging_ = 0;
+
+  // Recording and replaying a step.
+  bool capturing_ = false;
+  struct RecordedCopy {
+    void* device;
+    const void* host;
+    size_t bytes;
+  };
+  std::vector<RecordedCopy> recorded_copies_;
+  DeviceMemory live_values_;  // one LiveStepValues
+  CudaGraph graph_;
+};
+
+}  // namespace folio

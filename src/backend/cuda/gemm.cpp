@@ -1,0 +1,181 @@
+#include "backend/cuda/gemm.h"
+
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+
+namespace folio::cuda {
+
+namespace {
+
+// The largest power of two up to 256 that divides the address and the batch stride (bytes):
+// cuBLASLt assumes 256-byte aligned operands unless told otherwise.
+int alignment_of(const void* pointer, int64_t stride_bytes) {
+  const uintptr_t bits =
+      reinterpret_cast<uintptr_t>(pointer) | static_cast<uintptr_t>(stride_bytes);
+  int alignment = 256;
+  while (alignment > 1 && bits % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+template <typename Value>
+void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                   const Value& value) {
+  check_cublas(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+               "cublasLtMatmulDescSetAttribute");
+}
+
+template <typename Value>
+void set_attribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attribute,
+                   const Value& value) {
+  check_cublas(cublasLtMatrixLayoutSetAttribute(layout, attribute, &value, sizeof(value)),
+               "cublasLtMatrixLayoutSetAttribute");
+}
+
+template <typename Value>
+void set_attribute(cublasLtMatmulPreference_t preference,
+                   cublasLtMatmulPreferenceAttributes_t attribute, const Value& value) {
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value)),
+               "cublasLtMatmulPreferenceSetAttribute");
+}
+
+}  // namespace
+
+struct Gemm::Plan {
+  bool available = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Gemm::Gemm(size_t workspace_bytes) : workspace_(workspace_bytes) {
+  check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
+}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+const Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
+  if (auto cached = plans_.find(key); cached != plans_.end()) return *cached->second;
+
+  auto plan = std::make_unique<Plan>();
+  const auto precision = static_cast<GemmPrecision>(key.precision);
+  const cublasComputeType_t compute =
+      precision == GemmPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t operand_type = precision == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  check_cublas(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F),
+               "cublasLtMatmulDescCreate");
+  const cublasOperation_t op_a = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  const auto epilogue = static_cast<cublasLtEpilogue_t>(key.epilogue);
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
+    // The heuristic reads the bias pointer's alignment from its value: one with the real one's.
+    const void* aligned_like_bias = reinterpret_cast<const void*>(uintptr_t(key.align_bias));
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned_like_bias);
+  }
+
+  // Stored shapes (column-major): A is m x k (k x m when transposed), B is k x n (n x k), D m x n.
+  check_cublas(cublasLtMatrixLayoutCreate(&plan->a, operand_type, key.transpose_a ? key.k : key.m,
+                                          key.transpose_a ? key.m : key.k, key.lda),
+               "cublasLtMatrixLayoutCreate");
+  check_cublas(cublasLtMatrixLayoutCreate(&plan->b, operand_type, key.transpose_b ? key.n : key.k,
+                                          key.transpose_b ? key.k : key.n, key.ldb),
+               "cublasLtMatrixLayoutCreate");
+  check_cublas(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32F, key.m, key.n, key.ldd),
+               "cublasLtMatrixLayoutCreate");
+  if (key.batch > 1) {
+    const int32_t batch = key.batch;
+    for (auto [layout, stride] :
+         {std::pair{plan->a, key.stride_a}, std::pair{plan->b, key.stride_b},
+          std::pair{plan->d, key.stride_d}}) {
+      set_attribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch);
+      set_attribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride);
+    }
+  }
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  check_cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace_bytes = workspace_.bytes();
+  set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes);
+  set_attribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(key.align_a));
+  set_attribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(key.align_b));
+  set_attribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(key.align_d));
+  set_attribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(key.align_d));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+    plan->available = true;
+    plan->algo = result.algo;
+  } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
+    check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
+  }
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
+  if (r.M == 0 || r.N == 0 || r.batch == 0) return true;
+  if (r.batch > 1 && (r.bias || r.a_row_sums))
+    throw Error("internal: cuBLASLt epilogues are used on single products only");
+  const int64_t element = r.precision == GemmPrecision::kBf16 ? 2 : 4;
+  // out^T (N x M) = op(b)^T (N x K) op(a)^T (K x M): cuBLASLt's A is our b, its B our a.
+  PlanKey key{};
+  key.precision = static_cast<int>(r.precision);
+  key.transpose_a = r.b.transposed;
+  key.transpose_b = r.a.transposed;
+  key.m = r.N;
+  key.n = r.M;
+  key.k = r.K;
+  key.lda = r.b.ld;
+  key.ldb = r.a.ld;
+  key.ldd = r.ld_out;
+  key.batch = r.batch;
+  key.stride_a = r.batch > 1 ? r.b.batch_stride : 0;
+  key.stride_b = r.batch > 1 ? r.a.batch_stride : 0;
+  key.stride_d = r.batch > 1 ? r.out_batch_stride : 0;
+  // The bias runs along cuBLASLt's rows (our columns); the row sums of our a are the column sums
+  // of its B.
+  key.epilogue = r.bias         ? CUBLASLT_EPILOGUE_BIAS
+                 : r.a_row_sums ? CUBLASLT_EPILOGUE_BGRADB
+                                : CUBLASLT_EPILOGUE_DEFAULT;
+  key.align_a = alignment_of(r.b.data, key.stride_a * element);
+  key.align_b = alignment_of(r.a.data, key.stride_b * element);
+  key.align_d = alignment_of(r.out, key.stride_d * 4);
+  const void* epilogue_vector = r.bias ? static_cast<const void*>(r.bias) : r.a_row_sums;
+  key.align_bias = epilogue_vector ? alignment_of(epilogue_vector, 0) : 0;
+
+  const Plan& plan = plan_for(key);
+  if (!plan.available) {
+    if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return false;
+    throw Error("cuBLASLt has no algorithm for a " + std::to_string(r.M) + "x" +
+                std::to_string(r.K) + " by " + std::to_string(r.K) + "x" + std::to_string(r.N) +
+                " product (batch " + std::to_string(r.batch) + ")");
+  }
+  if (epilogue_vector) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
+  check_cublas(cublasLtMatmul(handle_, plan.desc, &r.alpha, r.b.data, plan.a, r.a.data, plan.b,
+                              &r.beta, r.out, plan.d, r.out, plan.d, &plan.algo, workspace_.get(),
+                              workspace_.bytes(), stream),
+               "cublasLtMatmul");
+  return true;
+}
+
+}  // namespace folio::cuda

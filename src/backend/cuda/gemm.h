@@ -1,0 +1,78 @@
+// Matrix products through cuBLASLt, asked for in row-major terms (as backend/cpu/gemm.h):
+//   out (M x N) = alpha * op(a) op(b) + beta * out,   op(a) is M x K, op(b) is K x N,
+// optionally a batch of them at fixed strides. Operands are fp32 or bf16; accumulation and the
+// output are always fp32. A linear layer's bias, or its gradient, can ride in the product's
+// epilogue, saving a pass over the output.
+//
+// cuBLASLt is column-major: the row-major product is asked for as out^T = op(b)^T op(a)^T, which
+// is the same memory. The heuristic's choice is cached per shape, type, epilogue and pointer
+// alignment, so a shape always runs the same algorithm (same bits) and the host pays for the
+// heuristic once.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "backend/cuda/cuda_memory.h"
+
+namespace folio::cuda {
+
+enum class GemmPrecision {
+  kFloat32,  // fp32 operands on CUDA cores
+  kTf32,     // fp32 operands on TF32 tensor cores (10-bit mantissa products)
+  kBf16,     // bf16 operands on tensor cores
+};
+
+struct GemmOperand {
+  const void* data = nullptr;  // fp32, or bf16 when the precision is kBf16
+  int ld = 0;                  // elements from one row of the stored matrix to the next
+  bool transposed = false;     // op(x) is the transpose of the stored matrix
+  int64_t batch_stride = 0;    // elements from one matrix of the batch to the next
+};
+
+struct GemmRequest {
+  int M = 0, N = 0, K = 0, batch = 1;
+  GemmPrecision precision = GemmPrecision::kFloat32;
+  GemmOperand a, b;
+  float* out = nullptr;
+  int ld_out = 0;
+  int64_t out_batch_stride = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  // Epilogues (batch 1 only):
+  const float* bias = nullptr;  // out[i, j] += bias[j]
+  float* a_row_sums = nullptr;  // a_row_sums[i] = sum over k of op(a)[i, k]: a bias gradient
+};
+
+class Gemm {
+ public:
+  explicit Gemm(size_t workspace_bytes);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Enqueues the product on `stream`. Returns false, having enqueued nothing, when cuBLASLt has
+  // no algorithm for the requested epilogue with these shapes and alignments (the caller then
+  // does without it); throws when it has none for the plain product.
+  bool run(const GemmRequest& request, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  struct PlanKey {
+    int precision, transpose_a, transpose_b, m, n, k, lda, ldb, ldd, batch, epilogue;
+    int64_t stride_a, stride_b, stride_d;
+    int align_a, align_b, align_d, align_bias;
+    auto operator<=>(const PlanKey&) const = default;
+  };
+  const Plan& plan_for(const PlanKey& key);
+
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceMemory workspace_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace folio::cuda

@@ -1,0 +1,142 @@
+// Linear layers on the GPU (reference: backend/reference/matmul.h): cuBLASLt products in bf16
+// or fp32 (see cuda_backend.h for the numerics), the bias added in the product's epilogue and
+// its gradient taken in the weight-gradient product's epilogue when cuBLASLt offers one for the
+// shapes; otherwise by the kernels here. Nothing is saved beyond the inputs the model keeps.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
+#include "backend/cuda/shared_kernels.h"
+
+namespace folio {
+
+namespace {
+
+// out[i, j] += bias[j]
+__global__ void add_bias_kernel(float* out, const float* bias, int N, int OC) {
+  const size_t total = size_t(N) * OC;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] += bias[i % OC];
+}
+
+// x[i] += y[i]
+__global__ void add_vector_kernel(float* x, const float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += y[i];
+}
+
+}  // namespace
+
+bool CudaBackend::bf16_product(std::initializer_list<int> leading_dimensions) const {
+  if (!bf16_) return false;
+  for (int ld : leading_dimensions)
+    if (ld % 8 != 0) return false;
+  return true;
+}
+
+cuda::GemmPrecision CudaBackend::precision(bool bf16_operands) const {
+  if (bf16_operands) return cuda::GemmPrecision::kBf16;
+  return options_.tf32 ? cuda::GemmPrecision::kTf32 : cuda::GemmPrecision::kFloat32;
+}
+
+const void* CudaBackend::matmul_operand(const float* x, size_t n, bool is_weight,
+                                        bool bf16_operands, Scratch fallback) {
+  if (!bf16_operands) return x;
+  return is_weight ? static_cast<const void*>(bf16_weight(x, n, fallback))
+                   : static_cast<const void*>(bf16_activation(x, n, fallback));
+}
+
+bool CudaBackend::try_gemm(const cuda::GemmRequest& request) {
+  return gemm_->run(request, stream_);
+}
+
+void CudaBackend::run_gemm(const cuda::GemmRequest& request) {
+  if (!try_gemm(request)) throw Error("internal: a product without epilogue was refused");
+}
+
+// out (N, OC) = inp (N, IC) @ weight^T + bias
+void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
+                                 const float* bias, int N, int IC, int OC) {
+  const bool bf16_operands = bf16_product({IC});
+  cuda::GemmRequest product{
+      .M = N,
+      .N = OC,
+      .K = IC,
+      .precision = precision(bf16_operands),
+      .a = {matmul_operand(inp, size_t(N) * IC, false, bf16_operands, Scratch::kOperandA), IC},
+      .b = {matmul_operand(weight, size_t(OC) * IC, true, bf16_operands, Scratch::kOperandB), IC,
+            true},
+      .out = out,
+      .ld_out = OC};
+  wrote(out, size_t(N) * OC * sizeof(float));
+  if (bias != nullptr && options_.fused_kernels) {
+    product.bias = bias;
+    if (try_gemm(product)) return;
+    product.bias = nullptr;  // no epilogue for these shapes: add it separately
+  }
+  run_gemm(product);
+  if (bias != nullptr) {
+    const size_t total = size_t(N) * OC;
+    const unsigned blocks = std::min(cuda::blocks_for(total, cuda::kBlockThreads), 16u * sm_count_);
+    add_bias_kernel<<<blocks, cuda::kBlockThreads, 0, stream_>>>(out, bias, N, OC);
+    check_launch("add_bias");
+  }
+}
+
+// dinp (N, IC) = dout (N, OC) @ weight; dweight (OC, IC) += dout^T @ inp; dbias += column sums
+void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, int N, int IC, int OC) {
+  const bool bf16_operands = bf16_product({IC, OC});
+  const void* dout_operand =
+      matmul_operand(dout, size_t(N) * OC, false, bf16_operands, Scratch::kOperandA);
+  if (dinp != nullptr) {
+    wrote(dinp, size_t(N) * IC * sizeof(float));
+    run_gemm(
+        {.M = N,
+         .N = IC,
+         .K = OC,
+         .precision = precision(bf16_operands),
+         .a = {dout_operand, OC},
+         .b = {matmul_operand(weight, size_t(OC) * IC, true, bf16_operands, Scratch::kOperandB),
+               IC},
+         .out = dinp,
+         .ld_out = IC});
+  }
+
+  cuda::GemmRequest weight_gradient{
+      .M = OC,
+      .N = IC,
+      .K = N,
+      .precision = precision(bf16_operands),
+      .a = {dout_operand, OC, true},
+      .b = {matmul_operand(inp, size_t(N) * IC, false, bf16_operands, Scratch::kOperandC), IC},
+      .out = dweight,
+      .ld_out = IC,
+      .beta = 1.0f};  // accumulate
+  wrote(dweight, size_t(OC) * IC * sizeof(float));
+  if (dbias != nullptr) wrote(dbias, size_t(OC) * sizeof(float));
+  if (dbias != nullptr && options_.fused_kernels) {
+    // The epilogue overwrites its vector; the gradient accumulates, so add it in afterwards.
+    auto* bias_gradient =
+        static_cast<float*>(scratch(Scratch::kBiasGradient, size_t(OC) * sizeof(float)));
+    weight_gradient.a_row_sums = bias_gradient;
+    if (try_gemm(weight_gradient)) {
+      add_vector_kernel<<<cuda::blocks_for(OC, cuda::kBlockThreads), cuda::kBlockThreads, 0,
+                          stream_>>>(dbias, bias_gradient, OC);
+      check_launch("add_vector");
+      return;
+    }
+    weight_gradient.a_row_sums = nullptr;
+  }
+  run_gemm(weight_gradient);
+  if (dbias != nullptr) {
+    // dbias[j] += sum over rows of dout[:, j], in fixed blocks of rows added in order
+    const int parts = cuda::column_sum_parts(N);
+    auto* partials =
+        static_cast<float*>(scratch(Scratch::kPartialSums, size_t(parts) * OC * sizeof(float)));
+    cuda::column_partial_sums(partials, dout, N, OC, parts, stream_);
+    cuda::add_partial_sums(dbias, partials, parts, OC, stream_);
+  }
+}
+
+}  // namespace folio
