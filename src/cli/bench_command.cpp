@@ -1,7 +1,10 @@
-// folio bench [--config NAME] [--device cpu|cuda] [--steps N] [--warmup N] [--KEY=VALUE]:
-// times full training steps (forward, backward, AdamW) on random tokens and prints one JSON line.
+// folio bench [--config NAME] [--device cpu|cuda] [--steps N] [--warmup N] [--graph=false]
+//             [--ladder] [--KEY=VALUE]:
+// times full training steps (forward, backward, AdamW) on random tokens and prints one JSON line;
+// --ladder times the GPU's optimisations switched on one at a time and prints a table.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -12,17 +15,160 @@
 #include "core/philox.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "train/mfu.h"
 
 namespace folio {
 
 namespace {
 
-// Training FLOPs per token (design.md section 4): 6 N for the matrix products of forward and
-// backward, plus 12 L T C for attention's two T x T products.
-double flops_per_token(const GPT& model) {
-  const ModelShape& s = model.shape();
-  return 6.0 * static_cast<double>(model.parameter_count()) +
-         12.0 * s.n_layer * s.block_size * static_cast<double>(s.attention_width());
+constexpr int kVocabSize = 65;  // tiny-Shakespeare's
+
+struct BenchResult {
+  std::string device, description;
+  int threads = 0;
+  size_t parameters = 0;
+  double median_ms = 0, fastest_ms = 0, tokens_per_step = 0, flops_per_token = 0, peak_flops = 0;
+  bool graph = false;
+};
+
+// Times `steps` training steps after `warmup` untimed ones, each on fresh random tokens and
+// waited for. With `graph` (and a backend that records steps), the first timed step is recorded
+// once after the warm-up and every timed step replays the recording.
+BenchResult time_training_steps(const Config& config, const BackendOptions& options, bool graph,
+                                int steps, int warmup) {
+  std::unique_ptr<Backend> backend = make_backend(config.device, config.threads, options);
+  GPT model(*backend, ModelShape::from_config(config, kVocabSize));
+  model.initialize(config.seed, config.init_std, config.scaled_residual_init);
+  const int B = config.batch_size, T = config.block_size, micro_steps = config.grad_accum;
+  model.plan(B, T, true);
+  AdamW optimizer(model, config);
+  graph = graph && backend->supports_step_capture();
+  if (graph) warmup = std::max(warmup, 1);  // scratch memory must exist before recording
+
+  // One token buffer per micro-batch: a recorded step reads each from its own address.
+  std::vector<std::vector<int32_t>> inputs(micro_steps, std::vector<int32_t>(size_t(B) * T));
+  std::vector<std::vector<int32_t>> targets = inputs;
+  auto draw_batches = [&](int step) {
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      const RandomStream stream = make_stream(config.seed, RandomPurpose::kTrainBatch, step,
+                                              static_cast<uint32_t>(micro * B));
+      for (size_t i = 0; i < inputs[micro].size(); ++i) {
+        inputs[micro][i] = static_cast<int32_t>(stream.word(2 * i) % kVocabSize);
+        targets[micro][i] = static_cast<int32_t>(stream.word(2 * i + 1) % kVocabSize);
+      }
+    }
+  };
+  auto training_step = [&](int step) {
+    model.zero_gradients();
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      model.forward(inputs[micro].data(), targets[micro].data(), B, T,
+                    DropoutContext{static_cast<float>(config.dropout), config.seed,
+                                   static_cast<uint32_t>(step), static_cast<uint32_t>(micro * B)});
+      model.backward(1.0f / (static_cast<float>(B) * T * micro_steps));
+    }
+    optimizer.step(config.learning_rate);
+  };
+
+  std::vector<double> step_ms;
+  for (int step = 0; step < warmup + steps; ++step) {
+    draw_batches(step);
+    if (graph && step == warmup) {
+      backend->begin_step_capture();
+      training_step(step);
+      backend->end_step_capture();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    if (graph && step >= warmup) {
+      backend->replay_step({static_cast<uint32_t>(step), config.learning_rate, step + 1});
+    } else {
+      training_step(step);
+    }
+    model.mean_loss();  // waits for the device
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (step >= warmup) step_ms.push_back(ms);
+  }
+  std::sort(step_ms.begin(), step_ms.end());
+
+  BenchResult result;
+  result.device = backend->name();
+  result.description = backend->description();
+  result.threads = backend->threads();
+  result.parameters = model.parameter_count();
+  result.median_ms = step_ms[step_ms.size() / 2];
+  result.fastest_ms = step_ms.front();
+  result.tokens_per_step = static_cast<double>(B) * T * micro_steps;
+  result.flops_per_token = training_flops_per_token(model.shape(), model.parameter_count());
+  result.peak_flops = backend->peak_flops();
+  result.graph = graph;
+  return result;
+}
+
+nlohmann::json to_json(const std::string& config_name, const Config& config, int steps,
+                       const BenchResult& r) {
+  const double tokens_per_s = r.tokens_per_step / (r.median_ms / 1000.0);
+  nlohmann::json line = {
+      {"config", config_name},
+      {"device", r.device},
+      {"backend", r.description},
+      {"threads", r.threads},
+      {"parameters", r.parameters},
+      {"batch_size", config.batch_size},
+      {"block_size", config.block_size},
+      {"steps", steps},
+      {"graph", r.graph},
+      {"ms_per_step", r.median_ms},
+      {"ms_per_step_min", r.fastest_ms},
+      {"tokens_per_s", tokens_per_s},
+      {"gflops", r.flops_per_token * tokens_per_s / 1e9},
+  };
+  if (r.peak_flops > 0) {
+    line["peak_tflops"] = r.peak_flops / 1e12;
+    line["mfu"] = model_flops_utilization(tokens_per_s, r.flops_per_token, r.peak_flops);
+  }
+  return line;
+}
+
+// The GPU's optimisations, each rung adding one to the rungs before it.
+struct Rung {
+  const char* name;
+  BackendOptions options;
+  bool graph;
+};
+
+int run_ladder(const std::string& config_name, const Config& config, int steps, int warmup) {
+  if (config.device == "cpu" || !cuda_available())
+    throw UsageError("--ladder measures a GPU's optimisations and needs one: none is visible");
+  const Rung rungs[] = {
+      {"fp32", {"fp32", false, false, false}, false},
+      {"TF32", {"fp32", true, false, false}, false},
+      {"bf16", {"bf16", false, false, false}, false},
+      {"fused attention", {"bf16", false, true, false}, false},
+      {"fused kernels", {"bf16", false, true, true}, false},
+      {"CUDA graph", {"bf16", false, true, true}, true},
+  };
+  std::vector<BenchResult> results;
+  for (const Rung& rung : rungs) {
+    results.push_back(time_training_steps(config, rung.options, rung.graph, steps, warmup));
+    nlohmann::json line = to_json(config_name, config, steps, results.back());
+    line["rung"] = rung.name;
+    std::cout << line.dump() << std::endl;
+  }
+  // MFU against one yardstick for every rung: the dense bf16 peak of the last (bf16) rung.
+  const double bf16_peak = results.back().peak_flops;
+  std::printf("\n%s, %s: each rung adds one optimisation to those above it\n\n",
+              config_name.c_str(), results.back().description.c_str());
+  std::printf(
+      "| rung | ms/step | tokens/s | MFU (of bf16 peak) | speed-up |\n|---|---|---|---|---|\n");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const BenchResult& r = results[i];
+    const double tokens_per_s = r.tokens_per_step / (r.median_ms / 1000.0);
+    const double mfu = model_flops_utilization(tokens_per_s, r.flops_per_token, bf16_peak);
+    std::printf("| %s | %.2f | %.0f | %.1f%% | %.2fx |\n", rungs[i].name, r.median_ms, tokens_per_s,
+                100.0 * mfu, results.front().median_ms / r.median_ms);
+  }
+  std::fflush(stdout);
+  return 0;
 }
 
 }  // namespace
@@ -30,67 +176,33 @@ double flops_per_token(const GPT& model) {
 int bench_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
     std::cout << "usage: folio bench [--config NAME|FILE] [--device cpu|cuda|auto] [--steps N] "
-                 "[--warmup N] [--threads N] [--KEY=VALUE ...]\n\n"
+                 "[--warmup N] [--threads N] [--graph=false] [--ladder] [--KEY=VALUE ...]\n\n"
                  "Times training steps after a warm-up and prints one JSON line: config, "
-                 "device, threads, ms_per_step (median), tokens_per_s, gflops.\n";
+                 "device, threads, ms_per_step (median), tokens_per_s, gflops, and on a GPU "
+                 "mfu.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
+                 "(--graph=false issues it op by op). --ladder times the GPU's optimisations "
+                 "one at a time (fp32, TF32, bf16, fused attention, fused kernels, CUDA graph) "
+                 "and prints a table.\n";
     return 0;
   }
   const std::string config_name = arguments.take("config").value_or("shakespeare_char");
   int steps = 10, warmup = 2;
   if (auto v = arguments.take("steps")) steps = parse_int_option("steps", *v, 1, 1000000);
   if (auto v = arguments.take("warmup")) warmup = parse_int_option("warmup", *v, 0, 1000000);
-  const int vocab_size = 65;  // tiny-Shakespeare's
-  Config config = load_config(config_name);
-  arguments.apply_config_keys(config, {"config", "steps", "warmup", "help"});
-  validate_config(config);
-
-  std::unique_ptr<Backend> backend = make_backend(config.device, config.threads);
-  GPT model(*backend, ModelShape::from_config(config, vocab_size));
-  model.initialize(config.seed, config.init_std, config.scaled_residual_init);
-  const int B = config.batch_size, T = config.block_size;
-  model.plan(B, T, true);
-  AdamW optimizer(model, config);
-  std::vector<int32_t> inputs(size_t(B) * T), targets(size_t(B) * T);
-  std::vector<double> step_ms;
-  for (int step = 0; step < warmup + steps; ++step) {
-    const RandomStream stream = make_stream(config.seed, RandomPurpose::kTrainBatch, step, 0);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      inputs[i] = static_cast<int32_t>(stream.word(2 * i) % vocab_size);
-      targets[i] = static_cast<int32_t>(stream.word(2 * i + 1) % vocab_size);
-    }
-    const auto start = std::chrono::steady_clock::now();
-    model.zero_gradients();
-    for (int micro = 0; micro < config.grad_accum; ++micro) {
-      model.forward(inputs.data(), targets.data(), B, T,
-                    DropoutContext{static_cast<float>(config.dropout), config.seed,
-                                   static_cast<uint32_t>(step), static_cast<uint32_t>(micro * B)});
-      model.backward(1.0f / (static_cast<float>(B) * T * config.grad_accum));
-    }
-    optimizer.step(config.learning_rate);
-    model.mean_loss();  // waits for the device
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (step >= warmup) step_ms.push_back(ms);
+  bool graph = true;
+  if (auto v = arguments.take("graph")) {
+    if (*v != "true" && *v != "false") throw UsageError("--graph takes true or false");
+    graph = *v == "true";
   }
-  std::sort(step_ms.begin(), step_ms.end());
-  const double median = step_ms[step_ms.size() / 2];
-  const double tokens = static_cast<double>(B) * T * config.grad_accum;
-  const nlohmann::json line = {
-      {"config", config_name},
-      {"device", backend->name()},
-      {"backend", backend->description()},
-      {"threads", backend->threads()},
-      {"parameters", model.parameter_count()},
-      {"batch_size", B},
-      {"block_size", T},
-      {"steps", steps},
-      {"ms_per_step", median},
-      {"ms_per_step_min", step_ms.front()},
-      {"tokens_per_s", tokens / (median / 1000.0)},
-      {"gflops", flops_per_token(model) * tokens / (median / 1000.0) / 1e9},
-  };
-  std::cout << line.dump() << std::endl;
+  const bool ladder = arguments.take_flag("ladder");
+  Config config = load_config(config_name);
+  arguments.apply_config_keys(config, {"config", "steps", "warmup", "graph", "ladder", "help"});
+  validate_config(config);
+  if (ladder) return run_ladder(config_name, config, steps, warmup);
+
+  const BenchResult result =
+      time_training_steps(config, {config.dtype, config.tf32}, graph, steps, warmup);
+  std::cout << to_json(config_name, config, steps, result).dump() << std::endl;
   return 0;
 }
 

@@ -14,7 +14,8 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
     session.data = load_text_dataset(data_path, session.checkpoint.config.train_fraction,
                                      &session.checkpoint.vocabulary);
   }
-  session.backend = make_backend(base_config.device, base_config.threads);
+  session.backend =
+      make_backend(base_config.device, base_config.threads, {base_config.dtype, base_config.tf32});
   session.model = std::make_unique<GPT>(*session.backend, session.checkpoint.shape);
   session.model->write_parameters(session.checkpoint.parameters);
   return session;
