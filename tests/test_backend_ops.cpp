@@ -29,7 +29,8 @@ Doubles widen(const Floats& values) { return Doubles(values.begin(), values.end(
 
 class BackendOps : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { backend_ = make_backend(GetParam(), 0); }
+  // fp32 everywhere: a GPU backend's bf16 has its own tolerances (tests/gpu).
+  void SetUp() override { backend_ = make_backend(GetParam(), 0, BackendOptions{"fp32"}); }
 
   template <typename T>
   DeviceBuffer upload(const std::vector<T>& host) {

@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
     const Vocabulary vocabulary = Vocabulary::from_text(symbols);
     const int V = vocabulary.size(), B = c.batch_size, T = c.block_size;
 
-    auto backend = make_backend("cpu", 0);
+    // The CPU unless --device says otherwise (tests/gpu compares a GPU's dump with PyTorch).
+    auto backend = make_backend(c.device == "auto" ? "cpu" : c.device, 0, {c.dtype, c.tf32});
     GPT model(*backend, ModelShape::from_config(c, V));
     model.initialize(c.seed, c.init_std, c.scaled_residual_init);
     save_checkpoint(out_dir + "/weights.safetensors", model, c, vocabulary, 0, 0, 0);

@@ -1,0 +1,358 @@
+// The CUDA backend's ops beyond the shared op table (tests/test_backend_ops.cpp runs every op in
+// fp32 on small shapes, for every backend): bf16 to stated tolerances, the model's own shapes,
+// the fused ops, the unfused attention of the bench ladder, the bookkeeping of bf16 copies, and
+// reductions over millions of values. Errors are ||gpu - reference|| / ||reference||.
+//
+// bf16 tolerances: an operand rounded to bf16 (8 significant bits) is off by up to 2^-9 = 0.2%;
+// a product of such operands accumulated in fp32 lands within about 1% of the exact one, and
+// attention, whose probabilities and score gradients are rounded once more before their own
+// products, within 2% (forward) and 3% (backward).
+#include <cmath>
+
+#include "backend/reference/attention.h"
+#include "backend/reference/dropout_add.h"
+#include "backend/reference/embedding.h"
+#include "backend/reference/layernorm.h"
+#include "backend/reference/matmul.h"
+#include "backend/reference/optimizer.h"
+#include "gpu_test_helpers.h"
+
+namespace folio {
+namespace {
+
+using testing::cuda_backend;
+using testing::random_vector;
+using testing::relative_error;
+using testing::to_device;
+using testing::to_host;
+using testing::widened;
+using Doubles = std::vector<double>;
+using Floats = std::vector<float>;
+
+constexpr double kFp32Tolerance = 1e-5;
+constexpr double kBf16Product = 1e-2;
+constexpr double kBf16Attention = 2e-2;
+constexpr double kBf16AttentionGradient = 3e-2;
+
+class CudaOps : public testing::GpuTest {};
+
+// ---- linear layers ------------------------------------------------------------------------------
+
+void check_matmul(Backend& backend, int N, int IC, int OC, double tolerance) {
+  SCOPED_TRACE(::testing::Message() << "N " << N << " IC " << IC << " OC " << OC);
+  const Floats x = random_vector<float>(size_t(N) * IC, 1),
+               w = random_vector<float>(size_t(OC) * IC, 2), b = random_vector<float>(OC, 3),
+               dout = random_vector<float>(size_t(N) * OC, 4),
+               dw0 = random_vector<float>(size_t(OC) * IC, 5), db0 = random_vector<float>(OC, 6);
+  auto d_x = to_device(backend, x), d_w = to_device(backend, w), d_b = to_device(backend, b);
+  auto d_out = to_device(backend, Floats(size_t(N) * OC, NAN));
+  backend.matmul_forward(d_out.as<float>(), d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), N,
+                         IC, OC);
+  Doubles out(size_t(N) * OC);
+  reference::matmul_forward(out.data(), widened(x).data(), widened(w).data(), widened(b).data(), N,
+                            IC, OC);
+  EXPECT_LT(relative_error(to_host(backend, d_out, out.size()), out), tolerance);
+
+  auto d_dout = to_device(backend, dout), d_dx = to_device(backend, Floats(x.size(), NAN));
+  auto d_dw = to_device(backend, dw0), d_db = to_device(backend, db0);
+  backend.matmul_backward(d_dx.as<float>(), d_dw.as<float>(), d_db.as<float>(), d_dout.as<float>(),
+                          d_x.as<float>(), d_w.as<float>(), N, IC, OC);
+  Doubles dx(x.size()), dw = widened(dw0), db = widened(db0);
+  reference::matmul_backward(dx.data(), dw.data(), db.data(), widened(dout).data(),
+                             widened(x).data(), widened(w).data(), N, IC, OC);
+  EXPECT_LT(relative_error(to_host(backend, d_dx, dx.size()), dx), tolerance);
+  EXPECT_LT(relative_error(to_host(backend, d_dw, dw.size()), dw), tolerance);
+  EXPECT_LT(relative_error(to_host(backend, d_db, db.size()), db), tolerance);
+}
+
+TEST_F(CudaOps, MatmulInBf16) {
+  auto backend = cuda_backend("bf16");
+  check_matmul(*backend, 67, 33, 29, kBf16Product);       // odd sizes: unaligned rows
+  check_matmul(*backend, 1024, 384, 1536, kBf16Product);  // shakespeare_char's ffwd.net.0
+  check_matmul(*backend, 1024, 384, 65, kBf16Product);    // lm_head
+}
+
+TEST_F(CudaOps, MatmulInFp32AtTheModelsShapes) {
+  auto backend = cuda_backend("fp32");
+  check_matmul(*backend, 1024, 1536, 384, kFp32Tolerance);
+  check_matmul(*backend, 512, 384, 1152, kFp32Tolerance);
+}
+
+TEST_F(CudaOps, MatmulWithTheEpiloguesAndKernelsUnfused) {
+  auto backend = cuda_backend("bf16", true, /*fused_kernels=*/false);
+  check_matmul(*backend, 256, 384, 1536, kBf16Product);
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+
+struct AttentionCase {
+  int B, T, H, hs;
+  float p;
+};
+
+void check_attention(Backend& backend, const AttentionCase& c, double tolerance,
+                     double gradient_tolerance) {
+  SCOPED_TRACE(::testing::Message()
+               << "B " << c.B << " T " << c.T << " H " << c.H << " hs " << c.hs << " p " << c.p);
+  const int A = c.H * c.hs;
+  const DropoutSpec dropout =
+      c.p > 0 ? dropout_spec(c.p, 1337, 40, 2, DropoutSite::kAttentionWeights, 3) : no_dropout();
+  const Floats qkv = random_vector<float>(size_t(c.B) * c.T * 3 * A, 7, 1.5);
+  const Floats dout = random_vector<float>(size_t(c.B) * c.T * A, 8);
+  auto d_qkv = to_device(backend, qkv), d_dout = to_device(backend, dout);
+  auto d_out = to_device(backend, Floats(size_t(c.B) * c.T * A, NAN));
+  auto d_saved =
+      to_device(backend, Floats(backend.attention_saved_floats(c.B, c.T, c.H, c.hs), NAN));
+  backend.attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), c.B, c.T,
+                            c.H, c.hs, 0, dropout);
+  Doubles out(size_t(c.B) * c.T * A), probs(size_t(c.B) * c.H * c.T * c.T);
+  reference::attention_forward(out.data(), probs.data(), widened(qkv).data(), c.B, c.T, c.H, c.hs,
+                               0, dropout);
+  EXPECT_LT(relative_error(to_host(backend, d_out, out.size()), out), tolerance);
+
+  auto d_dqkv = to_device(backend, Floats(qkv.size(), NAN));
+  backend.attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
+                             d_saved.as<float>(), c.B, c.T, c.H, c.hs, dropout);
+  Doubles dqkv(qkv.size());
+  reference::attention_backward(dqkv.data(), widened(dout).data(), widened(qkv).data(),
+                                probs.data(), c.B, c.T, c.H, c.hs, dropout);
+  EXPECT_LT(relative_error(to_host(backend, d_dqkv, dqkv.size()), dqkv), gradient_tolerance);
+}
+
+TEST_F(CudaOps, FlashAttentionInFp32) {
+  auto backend = cuda_backend("fp32");
+  check_attention(*backend, {2, 256, 6, 64, 0.2f}, kFp32Tolerance, kFp32Tolerance);  // the seed's
+  check_attention(*backend, {1, 130, 2, 100, 0.2f}, kFp32Tolerance, kFp32Tolerance);
+  check_attention(*backend, {3, 16, 3, 10, 0.2f}, kFp32Tolerance, kFp32Tolerance);  // tiny's
+}
+
+TEST_F(CudaOps, FlashAttentionOnTensorCores) {
+  auto backend = cuda_backend("bf16");
+  for (int hs : {16, 32, 64, 128})
+    for (float p : {0.0f, 0.2f})
+      check_attention(*backend, {2, 200, 3, hs, p}, kBf16Attention, kBf16AttentionGradient);
+  check_attention(*backend, {2, 256, 6, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
+  check_attention(*backend, {1, 7, 2, 64, 0.0f}, kBf16Attention, kBf16AttentionGradient);
+}
+
+TEST_F(CudaOps, HeadSizesTheTensorCoresTakeNotRunInFp32) {
+  auto backend = cuda_backend("bf16");  // head size 10: the fp32 kernels, exact
+  check_attention(*backend, {2, 70, 3, 10, 0.2f}, kFp32Tolerance, kFp32Tolerance);
+}
+
+TEST_F(CudaOps, UnfusedAttention) {
+  auto fp32 = cuda_backend("fp32", /*flash_attention=*/false);
+  check_attention(*fp32, {2, 70, 3, 10, 0.2f}, kFp32Tolerance, kFp32Tolerance);
+  check_attention(*fp32, {2, 256, 6, 64, 0.2f}, kFp32Tolerance, kFp32Tolerance);
+  auto bf16 = cuda_backend("bf16", /*flash_attention=*/false);
+  check_attention(*bf16, {2, 256, 6, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
+  auto wide_heads = cuda_backend("fp32");  // above 128 even flash attention falls back to it
+  check_attention(*wide_heads, {1, 40, 2, 160, 0.2f}, kFp32Tolerance, kFp32Tolerance);
+}
+
+TEST_F(CudaOps, TensorCoreAttentionRecomputesOnlyTheRowsAfterQStart) {
+  auto backend = cuda_backend("bf16");
+  const int B = 1, T = 200, H = 2, hs = 64, A = H * hs, q_start = 150;
+  const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 9);
+  Doubles out(size_t(T) * A), probs(size_t(H) * T * T);
+  reference::attention_forward(out.data(), probs.data(), widened(qkv).data(), B, T, H, hs, 0,
+                               no_dropout());
+  Floats start(out.begin(), out.end());
+  for (size_t i = size_t(q_start) * A; i < start.size(); ++i) start[i] = NAN;
+  auto d_qkv = to_device(*backend, qkv), d_out = to_device(*backend, start);
+  auto d_saved = to_device(*backend, Floats(backend->attention_saved_floats(B, T, H, hs), 0.0f));
+  backend->attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H, hs,
+                             q_start, no_dropout());
+  const Floats result = to_host(*backend, d_out, out.size());
+  EXPECT_TRUE(std::equal(result.begin(), result.begin() + size_t(q_start) * A, start.begin()));
+  EXPECT_LT(relative_error(result, out), kBf16Attention);
+}
+
+// ---- the fused pairs ----------------------------------------------------------------------------
+
+TEST_F(CudaOps, FusedResidualAddAndLayerNormMatchTheTwoOps) {
+  auto backend = cuda_backend("fp32");
+  for (float p : {0.0f, 0.2f}) {
+    const int B = 3, T = 5, C = 53, N = B * T;  // C not a multiple of 4: partial channel groups
+    const size_t per_sample = size_t(T) * C;
+    const DropoutSpec dropout =
+        p > 0 ? dropout_spec(p, 99, 4, 1, DropoutSite::kAttentionOutput, 2) : no_dropout();
+    const Floats residual = random_vector<float>(N * C, 10),
+                 branch = random_vector<float>(N * C, 11), w = random_vector<float>(C, 12),
+                 b = random_vector<float>(C, 13);
+    auto d_residual = to_device(*backend, residual), d_branch = to_device(*backend, branch);
+    auto d_w = to_device(*backend, w), d_b = to_device(*backend, b);
+    auto d_sum = to_device(*backend, Floats(N * C, NAN)),
+         d_ln = to_device(*backend, Floats(N * C, NAN));
+    auto d_mean = to_device(*backend, Floats(N, NAN)), d_rstd = to_device(*backend, Floats(N, NAN));
+    backend->dropout_add_layernorm_forward(d_sum.as<float>(), d_ln.as<float>(), d_mean.as<float>(),
+                                           d_rstd.as<float>(), d_residual.as<float>(),
+                                           d_branch.as<float>(), d_w.as<float>(), d_b.as<float>(),
+                                           B, per_sample, C, dropout);
+    Doubles sum(N * C), ln(N * C), mean(N), rstd(N);
+    reference::dropout_add_forward(sum.data(), widened(residual).data(), widened(branch).data(), B,
+                                   per_sample, dropout);
+    reference::layernorm_forward(ln.data(), mean.data(), rstd.data(), sum.data(), widened(w).data(),
+                                 widened(b).data(), N, C);
+    EXPECT_LT(relative_error(to_host(*backend, d_sum, sum.size()), sum), kFp32Tolerance) << p;
+    EXPECT_LT(relative_error(to_host(*backend, d_ln, ln.size()), ln), kFp32Tolerance) << p;
+    EXPECT_LT(relative_error(to_host(*backend, d_rstd, N), rstd), kFp32Tolerance) << p;
+
+    const Floats dout = random_vector<float>(N * C, 14), dinp0 = random_vector<float>(N * C, 15);
+    auto d_dout = to_device(*backend, dout), d_dinp = to_device(*backend, dinp0);
+    auto d_dbranch = to_device(*backend, Floats(N * C, NAN));
+    auto d_dw = to_device(*backend, Floats(C, 0.5f)), d_db = to_device(*backend, Floats(C, -0.5f));
+    backend->layernorm_dropout_add_backward(d_dinp.as<float>(), d_dbranch.as<float>(),
+                                            d_dw.as<float>(), d_db.as<float>(), d_dout.as<float>(),
+                                            d_sum.as<float>(), d_w.as<float>(), d_mean.as<float>(),
+                                            d_rstd.as<float>(), B, per_sample, C, dropout);
+    Doubles dinp = widened(dinp0), dbranch(N * C), dw(C, 0.5), db(C, -0.5);
+    reference::layernorm_backward(dinp.data(), dw.data(), db.data(), widened(dout).data(),
+                                  sum.data(), widened(w).data(), mean.data(), rstd.data(), N, C);
+    reference::dropout_add_backward(dbranch.data(), dinp.data(), B, per_sample, dropout);
+    EXPECT_LT(relative_error(to_host(*backend, d_dinp, dinp.size()), dinp), kFp32Tolerance) << p;
+    EXPECT_LT(relative_error(to_host(*backend, d_dbranch, dbranch.size()), dbranch), kFp32Tolerance)
+        << p;
+    EXPECT_LT(relative_error(to_host(*backend, d_dw, C), dw), kFp32Tolerance) << p;
+    EXPECT_LT(relative_error(to_host(*backend, d_db, C), db), kFp32Tolerance) << p;
+  }
+}
+
+TEST_F(CudaOps, LayerNormAtTheModelsWidth) {
+  auto backend = cuda_backend("fp32");
+  const int N = 4096, C = 384;
+  const Floats x = random_vector<float>(size_t(N) * C, 16, 3.0), w = random_vector<float>(C, 17),
+               dout = random_vector<float>(size_t(N) * C, 18);
+  auto d_x = to_device(*backend, x), d_w = to_device(*backend, w),
+       d_dout = to_device(*backend, dout);
+  auto d_out = to_device(*backend, Floats(x.size(), NAN)), d_mean = to_device(*backend, Floats(N));
+  auto d_rstd = to_device(*backend, Floats(N)), d_dx = to_device(*backend, Floats(x.size(), 0.0f));
+  auto d_dw = to_device(*backend, Floats(C, 0.0f));
+  backend->layernorm_forward(d_out.as<float>(), d_mean.as<float>(), d_rstd.as<float>(),
+                             d_x.as<float>(), d_w.as<float>(), nullptr, N, C);
+  backend->layernorm_backward(d_dx.as<float>(), d_dw.as<float>(), nullptr, d_dout.as<float>(),
+                              d_x.as<float>(), d_w.as<float>(), d_mean.as<float>(),
+                              d_rstd.as<float>(), N, C);
+  Doubles out(x.size()), mean(N), rstd(N), dx(x.size(), 0.0), dw(C, 0.0);
+  reference::layernorm_forward(out.data(), mean.data(), rstd.data(), widened(x).data(),
+                               widened(w).data(), static_cast<const double*>(nullptr), N, C);
+  reference::layernorm_backward(dx.data(), dw.data(), static_cast<double*>(nullptr),
+                                widened(dout).data(), widened(x).data(), widened(w).data(),
+                                mean.data(), rstd.data(), N, C);
+  EXPECT_LT(relative_error(to_host(*backend, d_out, out.size()), out), kFp32Tolerance);
+  EXPECT_LT(relative_error(to_host(*backend, d_dx, dx.size()), dx), kFp32Tolerance);
+  EXPECT_LT(relative_error(to_host(*backend, d_dw, C), dw), kFp32Tolerance);
+}
+
+// ---- embedding over a full batch, with one token far more common than the rest ------------------
+
+TEST_F(CudaOps, EmbeddingGradientOfAFullBatch) {
+  auto backend = cuda_backend("fp32");
+  const int V = 65, B = 64, T = 256, C = 384;
+  std::vector<int32_t> tokens(size_t(B) * T);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const uint32_t word = RandomStream{5, 0, 0, 0}.word(i);
+    tokens[i] = word % 3 == 0 ? 1 : static_cast<int32_t>(word % V);  // a third are token 1
+  }
+  const Floats dout = random_vector<float>(tokens.size() * C, 19);
+  const Floats dwte0 = random_vector<float>(size_t(V) * C, 20),
+               dwpe0 = random_vector<float>(size_t(T) * C, 21);
+  auto d_tokens = to_device(*backend, tokens), d_dout = to_device(*backend, dout);
+  auto d_dwte = to_device(*backend, dwte0), d_dwpe = to_device(*backend, dwpe0);
+  backend->embedding_backward(d_dwte.as<float>(), d_dwpe.as<float>(), d_dout.as<float>(),
+                              d_tokens.as<int32_t>(), B, T, C);
+  Doubles dwte = widened(dwte0), dwpe = widened(dwpe0);
+  reference::embedding_backward(dwte.data(), dwpe.data(), widened(dout).data(), tokens.data(), B, T,
+                                C);
+  EXPECT_LT(relative_error(to_host(*backend, d_dwte, dwte.size()), dwte), kFp32Tolerance);
+  EXPECT_LT(relative_error(to_host(*backend, d_dwpe, dwpe.size()), dwpe), kFp32Tolerance);
+}
+
+// ---- the bf16 copies follow every write ---------------------------------------------------------
+
+// A product of a LayerNorm's output (kept as a bf16 copy once a product has read it) and a weight:
+// after each way of changing that output, the product must see the change.
+TEST_F(CudaOps, Bf16CopiesOfActivationsFollowEveryWrite) {
+  auto backend = cuda_backend("bf16");
+  const int N = 256, C = 384, OC = 64;  // N C above the size from which copies are kept
+  const Floats w = random_vector<float>(size_t(OC) * C, 22), gamma(C, 1.0f);
+  auto d_w = to_device(*backend, w), d_gamma = to_device(*backend, gamma);
+  auto d_ln = to_device(*backend, Floats(size_t(N) * C)),
+       d_out = to_device(*backend, Floats(size_t(N) * OC));
+  auto d_mean = to_device(*backend, Floats(N)), d_rstd = to_device(*backend, Floats(N));
+  auto product_of = [&](const Floats& ln_values) {
+    backend->matmul_forward(d_out.as<float>(), d_ln.as<float>(), d_w.as<float>(), nullptr, N, C,
+                            OC);
+    Doubles expected(size_t(N) * OC);
+    reference::matmul_forward(expected.data(), widened(ln_values).data(), widened(w).data(),
+                              static_cast<const double*>(nullptr), N, C, OC);
+    return relative_error(to_host(*backend, d_out, expected.size()), expected);
+  };
+  auto normalized = [&](uint32_t seed) {  // the producer writes the fp32 values and the copy
+    auto d_x = to_device(*backend, random_vector<float>(size_t(N) * C, seed));
+    backend->layernorm_forward(d_ln.as<float>(), d_mean.as<float>(), d_rstd.as<float>(),
+                               d_x.as<float>(), d_gamma.as<float>(), nullptr, N, C);
+    return to_host(*backend, d_ln, size_t(N) * C);
+  };
+  EXPECT_LT(product_of(normalized(23)), kBf16Product);  // first read: converted and kept
+  EXPECT_LT(product_of(normalized(24)), kBf16Product);  // producer refreshed the copy
+  const Floats copied = random_vector<float>(size_t(N) * C, 25);
+  backend->copy_to_device(d_ln.get(), copied.data(), copied.size() * sizeof(float));
+  EXPECT_LT(product_of(copied), kBf16Product);  // an upload
+  backend->fill_zero(d_ln.get(), size_t(N / 2) * C * sizeof(float));
+  Floats half = copied;
+  std::fill(half.begin(), half.begin() + size_t(N / 2) * C, 0.0f);
+  EXPECT_LT(product_of(half), kBf16Product);  // a partial overwrite
+}
+
+// The parameters' bf16 mirror after an upload and after AdamW updates them: the product must be
+// the one a backend without a mirror computes from the same fp32 weights.
+TEST_F(CudaOps, ParameterMirrorFollowsUploadsAndAdamW) {
+  auto backend = cuda_backend("bf16"), unmirrored = cuda_backend("bf16");
+  const int N = 128, IC = 96, OC = 80;
+  const size_t n = size_t(OC) * IC + OC;  // weight, then bias, as in the flat buffer
+  const Floats x = random_vector<float>(size_t(N) * IC, 26);
+  auto d_params = to_device(*backend, random_vector<float>(n, 27));
+  backend->set_parameter_buffer(d_params.as<float>(), n);
+  auto d_x = to_device(*backend, x), d_out = to_device(*backend, Floats(size_t(N) * OC));
+  auto compare_with_unmirrored = [&] {
+    const Floats params = to_host(*backend, d_params, n);
+    auto u_params = to_device(*unmirrored, params), u_x = to_device(*unmirrored, x);
+    auto u_out = to_device(*unmirrored, Floats(size_t(N) * OC));
+    backend->matmul_forward(d_out.as<float>(), d_x.as<float>(), d_params.as<float>(),
+                            d_params.as<float>() + size_t(OC) * IC, N, IC, OC);
+    unmirrored->matmul_forward(u_out.as<float>(), u_x.as<float>(), u_params.as<float>(),
+                               u_params.as<float>() + size_t(OC) * IC, N, IC, OC);
+    return relative_error(to_host(*backend, d_out, size_t(N) * OC),
+                          to_host(*unmirrored, u_out, size_t(N) * OC));
+  };
+  EXPECT_LT(compare_with_unmirrored(), 1e-5);
+  const Floats uploaded = random_vector<float>(n, 28);
+  backend->copy_to_device(d_params.get(), uploaded.data(), n * sizeof(float));
+  EXPECT_LT(compare_with_unmirrored(), 1e-5);
+  auto d_grads = to_device(*backend, random_vector<float>(n, 29));
+  auto d_m = to_device(*backend, Floats(n, 0.0f)), d_v = to_device(*backend, Floats(n, 0.0f));
+  for (int step = 1; step <= 2; ++step)
+    backend->adamw_update(d_params.as<float>(), d_grads.as<float>(), d_m.as<float>(),
+                          d_v.as<float>(), n, AdamWStep{1e-2, 0.9, 0.999, 1e-8, 0.1, step});
+  EXPECT_LT(compare_with_unmirrored(), 1e-5);
+}
+
+// ---- reductions over a whole gradient -----------------------------------------------------------
+
+TEST_F(CudaOps, SumOfSquaresAndClippingOverMillions) {
+  auto backend = cuda_backend("bf16");
+  const size_t n = 10788929;  // shakespeare_char's parameter count
+  const Floats x = random_vector<float>(n, 30, 1e-3);
+  auto d_x = to_device(*backend, x), d_result = to_device(*backend, Floats(1, NAN));
+  backend->sum_of_squares(d_result.as<float>(), d_x.as<float>(), n);
+  const double squares = reference::sum_of_squares(widened(x).data(), n);
+  EXPECT_NEAR(to_host(*backend, d_result, 1)[0] / squares, 1.0, 1e-6);
+  backend->clip_by_norm(d_x.as<float>(), n, d_result.as<float>(), 0.5f * std::sqrt(squares));
+  Doubles clipped = widened(x);
+  reference::clip_by_norm(clipped.data(), n, squares, 0.5 * std::sqrt(squares));
+  EXPECT_LT(relative_error(to_host(*backend, d_x, n), clipped), kFp32Tolerance);
+}
+
+}  // namespace
+}  // namespace folio
