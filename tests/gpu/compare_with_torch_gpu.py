@@ -15,13 +15,16 @@ import struct
 import subprocess
 import sys
 
-import torch
+SKIPPED = 77
+try:
+    import torch
+except ImportError:
+    print("SKIP: this Python has no PyTorch (set FOLIO_GPU_PYTHON)")
+    sys.exit(SKIPPED)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import compare_with_torch  # noqa: E402  (it imports tools/folio_torch.py)
-
-SKIPPED = 77
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32, "I64": torch.int64}
 
 
