@@ -79,6 +79,7 @@ for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-s
   [ -z "$sanitizer" ] && [ -x "$candidate" ] && sanitizer="$candidate"
 done
 folio="$build/folio"
+rm -rf "$out/shakespeare_char" "$out/nanogpt_char" "$out/sanitize_train"  # runs start afresh
 
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
