@@ -43,7 +43,9 @@ field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p" | tail -n 1; }
 summary() {
   local log="$2"
   case "$1" in
-    "gpu tests") grep -E "tests passed|tests failed" "$log" | tail -n 1 ;;
+    "gpu tests")
+      printf '%s; %s skipped' "$(grep -E "tests passed|tests failed" "$log" | tail -n 1)" \
+        "$(grep -c '(Skipped)' "$log")" ;;
     "folio bench" | "folio bench, no graph" | "torch peer")
       printf '%s ms/step, %s tokens/s' "$(field ms_per_step <"$log")" "$(field tokens_per_s <"$log")" ;;
     sanitize*) grep -E "ERROR SUMMARY" "$log" | tail -n 1 ;;
