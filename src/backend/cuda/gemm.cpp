@@ -44,6 +44,7 @@ void set_attribute(cublasLtMatmulPreference_t preference,
 
 struct Gemm::Plan {
   bool available = false;
+  cublasStatus_t heuristic_status = CUBLAS_STATUS_SUCCESS;  // why it is not, when it is not
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -123,11 +124,12 @@ const Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  // A refusal is remembered, not thrown: an epilogue cuBLASLt does not offer for these types is
+  // done without it, and only a plain product without an algorithm is an error (in run()).
+  plan->heuristic_status = status;
   if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
     plan->available = true;
     plan->algo = result.algo;
-  } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
-    check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
   }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
@@ -168,7 +170,10 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
     if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return false;
     throw Error("cuBLASLt has no algorithm for a " + std::to_string(r.M) + "x" +
                 std::to_string(r.K) + " by " + std::to_string(r.K) + "x" + std::to_string(r.N) +
-                " product (batch " + std::to_string(r.batch) + ")");
+                " product (batch " + std::to_string(r.batch) + ")" +
+                (plan.heuristic_status == CUBLAS_STATUS_SUCCESS
+                     ? std::string()
+                     : std::string(": ") + cublasLtGetStatusString(plan.heuristic_status)));
   }
   if (epilogue_vector) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
   check_cublas(cublasLtMatmul(handle_, plan.desc, &r.alpha, r.b.data, plan.a, r.a.data, plan.b,
