@@ -124,6 +124,8 @@ if [ -n "$sanitizer" ]; then
 else
   rows+=("| sanitize | SKIPPED | 0 | compute-sanitizer not found |")
 fi
+step "distributed on the GPU" 240 "$python" tests/gpu/compare_distributed.py "$folio" "$data" \
+  "$out/distributed"
 step "folio bench" 180 "$folio" bench --config shakespeare_char --device cuda --steps 50 --warmup 5
 step "folio bench, no graph" 180 "$folio" bench --config shakespeare_char --device cuda \
   --steps 30 --warmup 5 --graph=false

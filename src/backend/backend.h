@@ -35,6 +35,7 @@ struct BackendOptions {
   bool tf32 = false;            // fp32 matrix products on TF32 tensor cores (GPU only)
   bool flash_attention = true;  // false: attention writes out the (B, H, T, T) probabilities
   bool fused_kernels = true;    // false: each op its own kernels, bias adds and conversions too
+  int device_index = 0;         // which visible GPU: a rank's local rank, modulo the GPU count
 };
 
 // What changes from one replay of a recorded training step to the next (begin_step_capture).
@@ -163,6 +164,9 @@ class Backend {
   // The device's datasheet peak (FLOP/s) for dense matrix products in the type this backend
   // computes them in, for MFU; 0 when there is none to trust (the CPU's is measured, train/mfu.h).
   virtual double peak_flops() const { return 0.0; }
+  // The stream (cudaStream_t) this backend issues its work to, for collectives (NCCL) that must
+  // queue behind it; nullptr for a backend without one.
+  virtual void* native_stream() const { return nullptr; }
 
   // ---- a training step recorded once and replayed (CUDA graphs) -------------------------------
   // Between begin_step_capture() and end_step_capture() ops are recorded, not run; each

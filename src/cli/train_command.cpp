@@ -142,9 +142,13 @@ int train_command(Arguments& arguments) {
                 "(sha256 " + data.file_sha256.substr(0, 12) + "... vs " +
                 state->data_sha256.substr(0, 12) + "...): pass --data with the original file");
 
-  std::unique_ptr<Communicator> communicator = make_communicator(env, config.dist_timeout);
-  std::unique_ptr<Backend> backend =
-      make_backend(config.device, config.threads, {config.dtype, config.tf32});
+  BackendOptions backend_options;
+  backend_options.dtype = config.dtype;
+  backend_options.tf32 = config.tf32;
+  backend_options.device_index = env.local_rank;  // one GPU per rank of this machine
+  std::unique_ptr<Backend> backend = make_backend(config.device, config.threads, backend_options);
+  std::unique_ptr<Communicator> communicator =
+      make_communicator(env, config.dist_timeout, *backend);
   install_stop_handlers();
   TrainOptions options;
   options.init_from = init_from;

@@ -6,6 +6,9 @@
 #if defined(FOLIO_MPI)
 #include "dist/mpi_communicator.h"
 #endif
+#if defined(FOLIO_NCCL)
+#include "dist/nccl_communicator.h"
+#endif
 
 namespace folio {
 
@@ -17,7 +20,9 @@ bool mpi_available() {
 #endif
 }
 
-std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
+namespace {
+
+std::unique_ptr<Communicator> host_communicator(const LaunchEnvironment& env,
                                                 double timeout_seconds) {
   switch (env.launcher) {
     case Launcher::kSingle:
@@ -38,6 +43,21 @@ std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
       return std::make_unique<TcpCommunicator>(env, timeout_seconds);
   }
   throw Error("internal: unknown launcher");
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
+                                                double timeout_seconds, const Backend& backend) {
+  std::unique_ptr<Communicator> communicator = host_communicator(env, timeout_seconds);
+#if defined(FOLIO_NCCL)
+  // Any launched job on GPUs (even of one rank: the NCCL path is then still the one taken).
+  if (env.launcher != Launcher::kSingle && backend.native_stream() != nullptr)
+    return maybe_nccl(std::move(communicator), backend.native_stream());
+#else
+  (void)backend;
+#endif
+  return communicator;
 }
 
 }  // namespace folio

@@ -2,6 +2,7 @@
 // replaying a training step as a CUDA graph.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -38,8 +39,10 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int /*threads*/, const BackendOptions& options) {
-  // The device is the first of CUDA_VISIBLE_DEVICES; a launcher gives each rank its own.
-  return std::make_unique<CudaBackend>(0, options);
+  // Ranks of a job on one machine take the GPUs in turn, by local rank (several ranks share a GPU
+  // when there are more ranks than GPUs).
+  const int count = std::max(1, cuda_device_count());
+  return std::make_unique<CudaBackend>(options.device_index % count, options);
 }
 
 CudaBackend::CudaBackend(int device, const BackendOptions& options)

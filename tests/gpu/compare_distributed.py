@@ -1,0 +1,91 @@
+"""Data-parallel training on a GPU computes what one GPU process computes.
+
+  1. one process on the GPU (dtype fp32), `tiny`, 30 steps, dropout on: the reference;
+  2. the NCCL path with one rank (a torchrun-style environment with WORLD_SIZE=1): the
+     communicator must be NCCL and the losses the same bits as the reference;
+  3. two ranks sharing the one GPU (`--nproc 2`, half the batch each): NCCL refuses two ranks on
+     one GPU, so the sums go through host memory over TCP; same losses within 1e-4;
+  4. the same two ranks over MPI when mpirun is installed.
+
+    python3 compare_distributed.py FOLIO DATA WORK_DIR
+Exits 77 (skipped) without a visible GPU.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def metrics(out_dir):
+    train, evals = {}, {}
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            (train if r["type"] == "train" else evals)[r["step"]] = (
+                r["loss"] if r["type"] == "train" else (r["train_loss"], r["val_loss"]))
+    return train, evals
+
+
+def worst(a, b):
+    result = 0.0
+    for key in a:
+        xs = a[key] if isinstance(a[key], tuple) else (a[key],)
+        ys = b[key] if isinstance(b[key], tuple) else (b[key],)
+        result = max(result, max(abs(x - y) / abs(y) for x, y in zip(xs, ys)))
+    return result
+
+
+def main(folio, data, work):
+    shutil.rmtree(work, ignore_errors=True)
+    probe = subprocess.run([folio, "bench", "--config", "tiny", "--device", "cuda", "--steps", "1",
+                            "--warmup", "0"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print("no GPU visible:", probe.stderr.strip())
+        return 77
+    base_env = {k: v for k, v in os.environ.items()
+                if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    base_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    train = ["train", "--config", "tiny", "--data", data, "--device", "cuda", "--dtype", "fp32",
+             "--max_iters=30", "--eval_interval=10", "--eval_iters=4", "--log_interval=1",
+             "--sample_tokens=0", "--checkpoint_interval=0"]
+    runs = {
+        "one GPU process": ([folio] + train + ["--batch_size=16"], {}),
+        "NCCL, one rank": ([folio] + train + ["--batch_size=16"],
+                           {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                            "MASTER_PORT": "29591"}),
+        "two ranks on one GPU (TCP)": ([folio] + train + ["--batch_size=8", "--nproc", "2"], {}),
+    }
+    if shutil.which("mpirun"):
+        runs["two ranks on one GPU (MPI)"] = (["mpirun", "-np", "2", folio] + train +
+                                              ["--batch_size=8"], {})
+    failures, results = [], {}
+    for name, (command, env) in runs.items():
+        out_dir = os.path.join(work, name.replace(" ", "_").replace(",", ""))
+        result = subprocess.run(command + ["--out_dir", out_dir], capture_output=True, text=True,
+                                env={**base_env, **env})
+        if result.returncode != 0:
+            failures.append(f"{name}: exit {result.returncode}: {result.stderr.strip()[-400:]}")
+            continue
+        announced = [l for l in result.stdout.splitlines() if l.startswith("distributed:")]
+        print(f"{name}: {announced[0] if announced else 'one process'}")
+        if name == "NCCL, one rank" and (not announced or "nccl" not in announced[0]):
+            failures.append("NCCL, one rank: the communicator is not NCCL")
+        results[name] = metrics(out_dir)
+    reference = results.get("one GPU process")
+    for name, got in results.items():
+        if reference is None or name == "one GPU process":
+            continue
+        difference = max(worst(got[0], reference[0]), worst(got[1], reference[1]))
+        limit = 0.0 if name == "NCCL, one rank" else 1e-4
+        print(f"{name}: largest relative loss difference {difference:.2e} (allowed {limit:.0e})")
+        if sorted(got[0]) != sorted(reference[0]) or difference > limit:
+            failures.append(f"{name}: differs from one process by {difference:.2e}")
+    for failure in failures:
+        print("FAIL", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
