@@ -113,7 +113,9 @@ class Trainer {
   void check_ranks_agree_on_setup();
   void check_ranks_agree_on_weights(int step);
   std::optional<SplitLosses> evaluate(int step);
-  double train_step(int step);
+  // Returns the step's global mean loss when `measure_loss`, else NaN (reading the loss waits for
+  // the device).
+  double train_step(int step, bool measure_loss);
   void sum_gradients_over_ranks();
   void stop_if_not_finite(int step, double loss);
   void save_state(int64_t steps_done);
@@ -251,7 +253,7 @@ void Trainer::sum_gradients_over_ranks() {
   backend_.copy_to_device(model_.gradients(), host_gradients_.data(), n * sizeof(float));
 }
 
-double Trainer::train_step(int step) {
+double Trainer::train_step(int step, bool measure_loss) {
   const int world = communicator_.world_size(), rank = communicator_.rank();
   model_.zero_gradients();
   double loss = 0.0;
@@ -272,9 +274,10 @@ double Trainer::train_step(int step) {
     // Each position's loss weighs 1 / (all positions of the global batch): summing the ranks'
     // gradients then gives the gradient of the global mean loss.
     model_.backward(1.0f / (static_cast<float>(global_windows_) * block_size_));
-    loss += model_.mean_loss();
+    if (measure_loss) loss += model_.mean_loss();
   }
   sum_gradients_over_ranks();
+  if (!measure_loss) return std::numeric_limits<double>::quiet_NaN();
   float global_loss = static_cast<float>(loss / config_.grad_accum);
   communicator_.all_reduce_sum(&global_loss, 1);
   return static_cast<double>(global_loss) / world;
@@ -427,14 +430,19 @@ TrainResult Trainer::run() {
     }
 
     const double learning_rate = learning_rate_at(config_, step);
-    const double loss = train_step(step);
-    stop_if_not_finite(step, loss);
+    // On the CPU the loss and the gradients' finiteness cost nothing to read, so every step is
+    // checked; on a GPU reading them waits for the device, so only logged steps are (the step
+    // named in an error is then the first logged step after the damage).
+    const bool log_now = config_.log_interval > 0 && (step + 1) % config_.log_interval == 0;
+    const bool measure = device_memory_is_host(backend_) || log_now;
+    const double loss = train_step(step, measure);
+    if (measure) stop_if_not_finite(step, loss);
     optimizer_.step(learning_rate);
     ++window_steps;
     result_.steps_done = step + 1;
 
     StepReport report{.step = step + 1};
-    if (is_root() && config_.log_interval > 0 && (step + 1) % config_.log_interval == 0) {
+    if (is_root() && log_now) {
       const double seconds = seconds_since(window_start);
       report.loss = loss;
       report.learning_rate = learning_rate;
