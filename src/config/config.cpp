@@ -39,6 +39,23 @@ std::string range_text(const ConfigKey& key) {
   throw Error("config key " + std::string(key.name) + ": '" + printable(value) + "' " + why);
 }
 
+// What a key accepts, in words: "an integer in [1, 2147483647]", "true or false", ...
+std::string accepted_values(const ConfigKey& key) {
+  if (key.choices != nullptr) return std::string("one of ") + key.choices;
+  switch (key.member.index()) {
+    case 0: return "an integer in " + range_text(key);
+    case 1: return "an integer in [0, 2^64 - 1]";
+    case 2: return "a number in " + range_text(key);
+    case 3: return "true or false";
+    default: return "any text";
+  }
+}
+
+// A value of the wrong type: says what the key takes and what it means.
+[[noreturn]] void bad_type(const ConfigKey& key, const std::string& value, const std::string& why) {
+  bad_value(key, value, why + "; it takes " + accepted_values(key) + " (" + key.help + ")");
+}
+
 void check_range(const ConfigKey& key, const std::string& text, double value) {
   const bool above = key.max_exclusive ? value >= key.max : value > key.max;
   if (value < key.min || above)
@@ -46,22 +63,22 @@ void check_range(const ConfigKey& key, const std::string& text, double value) {
 }
 
 long long parse_integer(const ConfigKey& key, const std::string& text) {
-  if (text.empty()) bad_value(key, text, "is empty: an integer is expected");
+  if (text.empty()) bad_type(key, text, "is empty");
   errno = 0;
   char* end = nullptr;
   const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (end != text.c_str() + text.size()) bad_value(key, text, "is not an integer");
-  if (errno == ERANGE) bad_value(key, text, "is too large");
+  if (end != text.c_str() + text.size()) bad_type(key, text, "is not an integer");
+  if (errno == ERANGE) bad_type(key, text, "is too large");
   return value;
 }
 
 double parse_double(const ConfigKey& key, const std::string& text) {
-  if (text.empty()) bad_value(key, text, "is empty: a number is expected");
+  if (text.empty()) bad_type(key, text, "is empty");
   errno = 0;
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) bad_value(key, text, "is not a number");
-  if (!std::isfinite(value) || errno == ERANGE) bad_value(key, text, "is not a finite number");
+  if (end != text.c_str() + text.size()) bad_type(key, text, "is not a number");
+  if (!std::isfinite(value) || errno == ERANGE) bad_type(key, text, "is not a finite number");
   return value;
 }
 
@@ -72,7 +89,7 @@ bool parse_bool(const ConfigKey& key, const std::string& text) {
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
   if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
-  bad_value(key, text, "is not a boolean (true or false)");
+  bad_type(key, text, "is not a boolean");
 }
 
 bool is_choice(std::string_view choices, const std::string& value) {
@@ -139,13 +156,13 @@ void set_config_value(Config& config, const std::string& name, const std::string
         } else if constexpr (std::is_same_v<Field, uint64_t>) {
           // strtoull would skip other white space and wrap "-1" to 2^64 - 1: insist on a digit.
           if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])))
-            bad_value(key, value, "is not an unsigned integer");
+            bad_type(key, value, "is not an unsigned integer");
           errno = 0;
           char* end = nullptr;
           const unsigned long long parsed = std::strtoull(value.c_str(), &end, 10);
           if (end != value.c_str() + value.size())
-            bad_value(key, value, "is not an unsigned integer");
-          if (errno == ERANGE) bad_value(key, value, "is too large (at most 2^64 - 1)");
+            bad_type(key, value, "is not an unsigned integer");
+          if (errno == ERANGE) bad_type(key, value, "is too large");
           config.*member = parsed;
         } else if constexpr (std::is_same_v<Field, double>) {
           const double parsed = parse_double(key, value);
@@ -155,7 +172,7 @@ void set_config_value(Config& config, const std::string& name, const std::string
           config.*member = parse_bool(key, value);
         } else {
           if (key.choices != nullptr && !is_choice(key.choices, value))
-            bad_value(key, value, std::string("is not one of ") + key.choices);
+            bad_type(key, value, "is not a choice it has");
           config.*member = value;
         }
       },
