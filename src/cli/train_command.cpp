@@ -15,7 +15,9 @@
 #include "dist/launch_environment.h"
 #include "dist/local_ranks.h"
 #include "dist/make_communicator.h"
+#include "train/status_line.h"
 #include "train/stop_signal.h"
+#include "train/task_progress.h"
 #include "train/trainer.h"
 #include "train/training_state.h"
 
@@ -134,8 +136,12 @@ int train_command(Arguments& arguments) {
   validate_config(config);
 
   const std::string data_path = resolve_data_path(config.data);
-  const TextDataset data = load_text_dataset(
-      data_path, config.train_fraction, state ? &state->vocabulary : nullptr);
+  TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),
+                         !quiet && env.rank == 0);
+  const TextDataset data =
+      load_text_dataset(data_path, config.train_fraction, state ? &state->vocabulary : nullptr,
+                        [&](double fraction) { preparing.set_done(fraction); });
+  preparing.finish();
   check_dataset_fits(data, config.block_size);
   if (state && data.file_sha256 != state->data_sha256)
     throw Error("the text in " + data_path + " differs from the one the resumed run trained on "

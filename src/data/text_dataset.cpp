@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/sha256.h"
@@ -11,7 +12,7 @@
 namespace folio {
 
 TextDataset load_text_dataset(const std::string& path, double train_fraction,
-                              const Vocabulary* vocabulary) {
+                              const Vocabulary* vocabulary, const DataProgress& on_progress) {
   std::error_code error;
   if (!std::filesystem::exists(path, error))
     throw Error("data file " + path + " does not exist: pass --data FILE with a UTF-8 text file");
@@ -19,13 +20,24 @@ TextDataset load_text_dataset(const std::string& path, double train_fraction,
     throw Error("data file " + path + " is a directory: pass --data FILE with a UTF-8 text file");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error("cannot open data file " + path + ": check its permissions");
-  std::ostringstream buffer;
-  buffer << file.rdbuf();
-  return text_dataset_from_bytes(buffer.str(), path, train_fraction, vocabulary);
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  std::string bytes;
+  if (!error) bytes.reserve(static_cast<size_t>(size));
+  std::vector<char> chunk(size_t(1) << 20);  // a progress report per MiB
+  while (file) {
+    file.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    bytes.append(chunk.data(), static_cast<size_t>(file.gcount()));
+    if (on_progress && size > 0) on_progress(0.5 * double(bytes.size()) / double(size));
+  }
+  return text_dataset_from_bytes(bytes, path, train_fraction, vocabulary, on_progress);
 }
 
 TextDataset text_dataset_from_bytes(const std::string& bytes, const std::string& path,
-                                    double train_fraction, const Vocabulary* vocabulary) {
+                                    double train_fraction, const Vocabulary* vocabulary,
+                                    const DataProgress& on_progress) {
+  const auto report = [&](double fraction) {
+    if (on_progress) on_progress(fraction);
+  };
   if (bytes.empty())
     throw Error("data file " + path + " is empty: pass --data FILE with some text to train on");
 
@@ -35,11 +47,15 @@ TextDataset text_dataset_from_bytes(const std::string& bytes, const std::string&
     throw Error("data file " + path + " is not valid UTF-8 (" + problem.what + " at byte " +
                 std::to_string(problem.byte_offset) + "): convert it to UTF-8, e.g. with iconv");
 
+  report(0.65);
   TextDataset dataset;
   dataset.path = path;
   dataset.file_sha256 = sha256_hex(bytes);
+  report(0.75);
   dataset.vocabulary = vocabulary != nullptr ? *vocabulary : Vocabulary::from_text(*text);
+  report(0.85);
   dataset.tokens = dataset.vocabulary.encode(*text, "data file " + path);
+  report(1.0);
   dataset.train_size = static_cast<size_t>(train_fraction * static_cast<double>(text->size()));
   return dataset;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,14 +25,20 @@ struct TextDataset {
   }
 };
 
+// Reports how far preparing a data file has come, as a fraction of 1.
+using DataProgress = std::function<void(double fraction)>;
+
 // Reads and encodes `path`. With `vocabulary` (from a checkpoint) the text is encoded with it and
-// a character outside it is an error; without, the vocabulary is built from the text.
+// a character outside it is an error; without, the vocabulary is built from the text. Reading
+// counts as the first half of `on_progress`, decoding and encoding as the second.
 TextDataset load_text_dataset(const std::string& path, double train_fraction,
-                              const Vocabulary* vocabulary = nullptr);
+                              const Vocabulary* vocabulary = nullptr,
+                              const DataProgress& on_progress = {});
 
 // The same from the file's bytes already in memory; `path` only names it in errors.
 TextDataset text_dataset_from_bytes(const std::string& bytes, const std::string& path,
-                                    double train_fraction, const Vocabulary* vocabulary = nullptr);
+                                    double train_fraction, const Vocabulary* vocabulary = nullptr,
+                                    const DataProgress& on_progress = {});
 
 // Both splits must hold at least one window of block_size + 1 tokens (input and shifted target).
 void check_dataset_fits(const TextDataset& dataset, int block_size);
