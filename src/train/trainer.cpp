@@ -356,7 +356,6 @@ void Trainer::print_sample(const char* when, uint32_t index) {
 TrainResult Trainer::run() {
   start_from_parameters();
   check_ranks_agree_on_setup();
-  const ModelShape& shape = model_.shape();
   if (is_root()) {
     prepare_out_dir(config_.out_dir, options_.resume != nullptr || options_.overwrite);
     const std::string metrics_path =
@@ -378,7 +377,6 @@ TrainResult Trainer::run() {
       std::cout << "resuming at step " << start_step_ << " of " << config_.max_iters << "\n";
     std::cout << std::flush;
   }
-  (void)shape;
   model_.plan(batch_size_, block_size_, /*with_gradients=*/true);
   if (!options_.resume) print_sample("before", 0);
   flops_per_token_ = training_flops_per_token(model_.shape(), model_.parameter_count());
