@@ -235,7 +235,8 @@ std::vector<float> SafetensorsFile::to_float32(const SafetensorsTensor& tensor) 
   const size_t count = tensor.element_count();
   std::vector<float> values(count);
   if (tensor.dtype == "F32") {
-    std::memcpy(values.data(), data, count * 4);
+    // An empty tensor has no buffer: memcpy with a null pointer is undefined even for 0 bytes.
+    if (count > 0) std::memcpy(values.data(), data, count * 4);
   } else if (tensor.dtype == "F64") {
     for (size_t i = 0; i < count; ++i) {
       double d;
