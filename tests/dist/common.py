@@ -68,7 +68,7 @@ def metrics_without_times(out_dir):
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         for line in f:
             record = json.loads(line)
-            for timing in ("time_s", "ms_per_step", "tokens_per_s"):
+            for timing in ("time_s", "ms_per_step", "tokens_per_s", "mfu"):
                 record.pop(timing, None)
             records.append(record)
     return records
