@@ -1,6 +1,7 @@
 #include "model/gpt.h"
 
 #include <cmath>
+#include <string>
 
 #include "core/error.h"
 #include "core/philox.h"
@@ -240,6 +241,13 @@ std::vector<float> GPT::read_logits() const {
   std::vector<float> logits(static_cast<size_t>(last_B_) * last_T_ * shape_.vocab_size);
   backend_.copy_to_host(logits.data(), activations_.logits, logits.size() * sizeof(float));
   return logits;
+}
+
+std::vector<float> GPT::read_feed_forward_preactivations(int layer) const {
+  if (layer < 0 || layer >= shape_.n_layer) throw Error("internal: no block " + std::to_string(layer));
+  std::vector<float> fc(static_cast<size_t>(last_B_) * last_T_ * shape_.hidden_width());
+  backend_.copy_to_host(fc.data(), activations_.layers[layer].fc, fc.size() * sizeof(float));
+  return fc;
 }
 
 }  // namespace folio

@@ -62,6 +62,10 @@ class GPT {
   // Logits of row t of sample b of the last forward (host copy).
   std::vector<float> logits_row(int b, int t) const;
   std::vector<float> read_logits() const;  // (B, T, V) of the last forward
+  // The feed-forward pre-activations (B, T, 4C) of block `layer` in the last forward (host copy):
+  // the PyTorch comparison needs the side of ReLU's kink folio took where fc is within rounding
+  // of zero.
+  std::vector<float> read_feed_forward_preactivations(int layer) const;
 
   // Allocates the activations for batches of up to (B, T) now, rather than at the first forward.
   void plan(int B, int T, bool with_gradients);

@@ -1,7 +1,7 @@
 // Writes everything the PyTorch comparison (compare_with_torch.py) checks: the initial weights
 // under the seed's names, one batch, the dropout masks folio draws for it, the logits, the loss,
-// every parameter gradient and the weights after one AdamW step (with clipping and the
-// schedule's first learning rate).
+// every parameter gradient, the weights after one AdamW step (with clipping and the schedule's
+// first learning rate) and each block's feed-forward pre-activations (for ReLU's kink).
 //
 //   folio_torch_dump --config NAME [--KEY=VALUE ...] --out DIR
 //
@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
     model.backward(1.0f / (B * T));
     const std::vector<float> logits = model.read_logits();
     const std::vector<float> gradients = model.read_gradients();
+    std::vector<std::vector<float>> preactivations;
+    for (int l = 0; l < c.n_layer; ++l)
+      preactivations.push_back(model.read_feed_forward_preactivations(l));
     AdamW optimizer(model, c);
     optimizer.step(learning_rate_at(c, 0));
 
@@ -107,6 +110,10 @@ int main(int argc, char** argv) {
          prefixed("updated.", to_seed_state_dict(model.shape(), model.layout(), model.read_parameters())))
       out.push_back(std::move(t));
     if (c.dropout > 0) add_masks(out, c, dropout, B, T);
+    const int F = model.shape().hidden_width();
+    for (int l = 0; l < c.n_layer; ++l)
+      out.push_back({"preactivation.blocks." + std::to_string(l) + ".ffwd.net.0", {B, T, F},
+                     std::move(preactivations[l])});
     std::vector<TensorToWrite> tensors;
     for (const NamedTensor& t : out) tensors.push_back({t.name, t.shape, t.values.data()});
     write_safetensors(out_dir + "/expected.safetensors", tensors,
