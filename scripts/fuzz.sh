@@ -36,6 +36,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 mkdir -p "$build_dir/crashes"
 failed=0
+passed=0
 for target in "${targets[@]}"; do
   corpus="$build_dir/corpus/$target"
   log="$build_dir/fuzz_$target.log"
@@ -48,11 +49,13 @@ for target in "${targets[@]}"; do
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   coverage=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
   if [ "$status" -ne 0 ]; then
-    failed=1
+    failed=$((failed + 1))
     echo "fuzz: $target FAILED (exit $status); the last lines of $log:"
     tail -40 "$log"
   else
+    passed=$((passed + 1))
     echo "fuzz: $target: ${runs:-?} runs, ${speed:-?}/s, ${coverage:-?}, corpus $(ls "$corpus" | wc -l)"
   fi
 done
-exit $failed
+echo "fuzz: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

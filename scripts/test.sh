@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tests: set up, install the official safetensors reader for the interop tests (into
-# build/pydeps, not the system), fetch tiny-Shakespeare, and run every test with ctest.
+# build/pydeps, not the system), fetch tiny-Shakespeare, run every test with ctest, then fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -12,5 +12,14 @@ fi
 data="${FOLIO_TEST_DATA:-$(./scripts/fetch_data.sh)}"
 cmake -S . -B "$build_dir" -DFOLIO_TEST_DATA="$(realpath "$data")" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
-cd "$build_dir"
-ctest --output-on-failure -j"$(nproc)" "$@"
+(cd "$build_dir" && ctest --output-on-failure -j"$(nproc)" "$@")
+# Then, unless ctest was given a selection: the fuzz targets for a bounded time each (hostile
+# checkpoints, configs and text under ASan and UBSan; FOLIO_FUZZ_SECONDS=0 skips them), and with
+# FOLIO_SANITIZE_TESTS=1 the whole suite again under the sanitizers (scripts/sanitize.sh, about
+# 15 minutes on 2 cores, so not by default).
+if [ $# -eq 0 ] && [ "${FOLIO_FUZZ_SECONDS:-20}" != 0 ]; then
+  ./scripts/fuzz.sh "${FOLIO_FUZZ_SECONDS:-20}"
+fi
+if [ $# -eq 0 ] && [ "${FOLIO_SANITIZE_TESTS:-0}" = 1 ]; then
+  FOLIO_TEST_DATA="$data" ./scripts/sanitize.sh
+fi
