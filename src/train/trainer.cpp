@@ -20,6 +20,7 @@
 #include "data/epoch_sampler.h"
 #include "io/checkpoint.h"
 #include "io/metrics_log.h"
+#include "io/safetensors.h"
 #include "model/generate.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -58,7 +59,8 @@ void prepare_out_dir(const std::string& out_dir, bool continuing_or_overwriting)
     throw Error("cannot create out_dir " + out_dir + ": " + error.message());
   for (const auto& entry : std::filesystem::directory_iterator(out_dir, error)) {
     const std::string name = entry.path().filename().string();
-    for (const char* prefix : {".ckpt.safetensors.tmp.", ".state.safetensors.tmp."})
+    for (const char* prefix :
+         {".ckpt.safetensors.tmp.", ".state.safetensors.tmp.", ".metrics.jsonl.tmp."})
       if (name.rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), error);
   }
   const std::string probe = (std::filesystem::path(out_dir) / ".folio_write_test").string();
@@ -98,7 +100,8 @@ void truncate_metrics_log(const std::string& path, int64_t steps_done) {
     }
   }
   in.close();
-  std::ofstream(path, std::ios::trunc) << kept;
+  // Atomically: a kill between truncating and rewriting the file would lose the whole log.
+  write_file_atomically(path, kept);
 }
 
 class Trainer {

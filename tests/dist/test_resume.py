@@ -3,7 +3,8 @@ uninterrupted run; so does one stopped cleanly with SIGTERM; and a second signal
 
 The run saves its training state every step (checkpoint_interval=1) so that a good share of the
 random kill points fall inside a save; a kill that leaves a temporary file behind proves it hit a
-write, and the test kills on (up to three times as often) until at least one did. After the kills the run is resumed to the
+write, and the test kills on (up to three times as often) until at least one did (kill points:
+wait_for_the_kill). After the kills the run is resumed to the
 end, and its final state (parameters, AdamW moments), its best checkpoint and its metrics (less
 wall-clock fields) must equal the uninterrupted run's exactly. The same is done with 2 MPI ranks.
 
@@ -48,10 +49,50 @@ def same_run(reference_dir, out_dir):
     return problems
 
 
+def state_version(state_path):
+    try:
+        return os.stat(state_path).st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def saving(out_dir):
+    try:
+        return any(".tmp." in name for name in os.listdir(out_dir))
+    except FileNotFoundError:
+        return False
+
+
+def wait_for_the_kill(process, out_dir, run_seconds, rng):
+    """Sleeps until a random kill point: a quarter anywhere in the first half of a run (start-up,
+    evaluation, loading the state), a quarter among the training steps (after this process's first
+    save, within the next few steps), and half while a save is under way (as soon as a temporary
+    file shows in out_dir, plus up to 3 ms). Times scale with how long the uninterrupted run took,
+    so a slow build (the sanitizers'), or mpirun's slower start, is killed at the same points of
+    its run as a fast one."""
+    mode = rng.random()
+    if mode < 0.25:
+        time.sleep(rng.uniform(0.05, 0.5) * run_seconds)
+        return
+    state_path = os.path.join(out_dir, "state.safetensors")
+    before = state_version(state_path)
+    deadline = time.monotonic() + run_seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        if mode < 0.5 and state_version(state_path) != before:
+            time.sleep(rng.uniform(0.0, 3.0) * run_seconds / STEPS)
+            return
+        if mode >= 0.5 and saving(out_dir):
+            time.sleep(rng.uniform(0.0, 0.003))
+            return
+        time.sleep(0.0005)
+
+
 def kill_and_resume(name, folio, data, work, launcher, kills, rng):
     reference_dir = os.path.join(work, name, "uninterrupted")
     out_dir = os.path.join(work, name, "killed")
+    began = time.monotonic()
     run(train_command(folio, data, reference_dir, launcher))
+    run_seconds = time.monotonic() - began
     killed, during_write, started = 0, 0, False
     # At least `kills` kills, and more (up to 3x) until one has landed inside a save.
     while killed < kills or (during_write == 0 and killed < 3 * kills):
@@ -60,7 +101,7 @@ def kill_and_resume(name, folio, data, work, launcher, kills, rng):
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                    env=environment(), start_new_session=True)
         started = True
-        time.sleep(rng.uniform(0.2, 1.2))
+        wait_for_the_kill(process, out_dir, run_seconds, rng)
         if process.poll() is not None:  # finished before the kill: start over from scratch
             if process.returncode != 0:
                 return [f"a run ended with {process.returncode}: {process.stderr.read()[-500:]}"]
@@ -75,7 +116,9 @@ def kill_and_resume(name, folio, data, work, launcher, kills, rng):
         if not os.path.exists(os.path.join(out_dir, "state.safetensors")):
             started = False  # killed before the first save: nothing to resume yet
             shutil.rmtree(out_dir, ignore_errors=True)
-    run(resume_command(folio, out_dir, launcher))
+    # the last kill may have come before the first save: then the run starts afresh
+    run(resume_command(folio, out_dir, launcher) if started
+        else train_command(folio, data, out_dir, launcher))
     problems = same_run(reference_dir, out_dir)
     if during_write == 0:
         problems.append("no kill landed inside a save; rerun (or raise KILLS)")
