@@ -54,14 +54,7 @@ def main():
     model = torch_peer.FusedGPT(cfg, V)
     model.blocks = torch.nn.Sequential(*[SdpaBlock(cfg) for _ in range(cfg["n_layer"])])
     model.train()
-    params = list(model.parameters())
-    decay = [p for p in params if cfg["decay_params"] == "all" or p.dim() >= 2]
-    no_decay = [p for p in params if not (cfg["decay_params"] == "all" or p.dim() >= 2)]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg["weight_decay"]},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg["learning_rate"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["adam_eps"],
-        fused=True)
+    optimizer = torch_peer.make_adamw(model, cfg, fused=True)
     step_model = model if args.no_compile else torch.compile(model)
     B, T = cfg["batch_size"], cfg["block_size"]
     times = []
@@ -74,7 +67,7 @@ def main():
             _, loss = step_model(x, y)
         loss.backward()
         if cfg.get("grad_clip", 0) > 0:
-            torch.nn.utils.clip_grad_norm_(params, cfg["grad_clip"])
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.synchronize()

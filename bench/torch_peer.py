@@ -89,6 +89,19 @@ class FusedGPT(nn.Module):
         return logits, F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
 
 
+def make_adamw(model, cfg, **options):
+    """AdamW as the preset configures it: weight decay on every parameter, or on matrices only."""
+    def decays(p):
+        return cfg["decay_params"] == "all" or p.dim() >= 2
+
+    params = list(model.parameters())
+    return torch.optim.AdamW(
+        [{"params": [p for p in params if decays(p)], "weight_decay": cfg["weight_decay"]},
+         {"params": [p for p in params if not decays(p)], "weight_decay": 0.0}],
+        lr=cfg["learning_rate"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["adam_eps"],
+        **options)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="shakespeare_char")
@@ -103,13 +116,7 @@ def main():
     V = 65
     model = (folio_torch.GPTLanguageModel(cfg, V) if args.impl == "seed" else FusedGPT(cfg, V))
     model.train()
-    params = list(model.parameters())
-    decay = [p for p in params if cfg["decay_params"] == "all" or p.dim() >= 2]
-    no_decay = [p for p in params if not (cfg["decay_params"] == "all" or p.dim() >= 2)]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg["weight_decay"]},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg["learning_rate"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["adam_eps"])
+    optimizer = make_adamw(model, cfg)
     B, T = cfg["batch_size"], cfg["block_size"]
     times = []
     for step in range(args.warmup + args.steps):
@@ -120,7 +127,7 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.get("grad_clip", 0) > 0:
-            torch.nn.utils.clip_grad_norm_(params, cfg["grad_clip"])
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
         optimizer.step()
         elapsed = time.perf_counter() - start
         if step >= args.warmup:

@@ -1,6 +1,6 @@
-"""The checks every refused `folio` command must pass, shared by test_hostile_checkpoints.py and
-test_disk_full.py: a non-zero exit and stderr that is exactly one `folio: error:` line holding the
-expected text."""
+"""The checks every refused `folio` command must pass, shared by test_bad_input.py,
+test_hostile_checkpoints.py and test_disk_full.py: a non-zero exit and stderr that is exactly one
+`folio: error:` line holding the expected text."""
 
 
 def refusal_problems(result, expected):

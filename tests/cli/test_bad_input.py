@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+from refusal_checks import refusal_problems, report
+
 
 def sha256(path):
     with open(path, "rb") as f:
@@ -87,20 +89,10 @@ def main(folio, data):
     failures = []
     for name, command, expected in cases:
         result = subprocess.run(command, capture_output=True, text=True)
-        lines = result.stderr.strip().splitlines()
-        problems = []
-        if result.returncode == 0:
-            problems.append("exit code 0")
-        if len(lines) != 1:
-            problems.append(f"{len(lines)} stderr lines")
-        elif not lines[0].startswith("folio: error: ") or expected not in lines[0]:
-            problems.append(f"message {lines[0]!r} lacks {expected!r}")
+        problems = refusal_problems(result, expected)
         if sha256(good) != good_hash:
             problems.append("the good checkpoint changed")
-        status = "ok" if not problems else "FAIL " + "; ".join(problems)
-        print(f"{name}: {status}\n    {result.stderr.strip()}")
-        if problems:
-            failures.append(name)
+        report(name, result, problems, failures)
     print(f"{len(cases) - len(failures)}/{len(cases)} cases passed")
     return 1 if failures else 0
 

@@ -59,6 +59,18 @@ def launch(ranks, base_env):
     return outputs
 
 
+def losses_problems(name, out_dir, reference):
+    """The run in out_dir against the one-process reference: the same train and eval steps, with
+    losses within TOLERANCE. Prints the largest difference; returns the failures."""
+    got = read_metrics(out_dir)
+    worst = max(largest_relative_difference(got[0], reference[0]),
+                largest_relative_difference(got[1], reference[1]))
+    print(f"{name}: max relative loss difference {worst:.2e}")
+    if sorted(got[0]) != sorted(reference[0]) or not worst < TOLERANCE:
+        return [f"{name}: losses differ ({worst:.2e})"]
+    return []
+
+
 def main(folio, data, work):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -89,12 +101,7 @@ def main(folio, data, work):
         outputs = launch(ranks, {})
         if "distributed: 4 ranks started by torchrun-style environment" not in outputs[0][0]:
             failures.append("torchrun: rank 0 did not announce 4 ranks")
-        got = read_metrics(torchrun_dir)
-        worst = max(largest_relative_difference(got[0], reference[0]),
-                    largest_relative_difference(got[1], reference[1]))
-        print(f"torchrun-style, 2 hosts x 2 ranks: max relative loss difference {worst:.2e}")
-        if sorted(got[0]) != sorted(reference[0]) or not worst < TOLERANCE:
-            failures.append(f"torchrun: losses differ ({worst:.2e})")
+        failures += losses_problems("torchrun-style, 2 hosts x 2 ranks", torchrun_dir, reference)
 
         # 2. SageMaker, one rank per host, data and model folders from the channels.
         channel = os.path.join(work, "channel_training")
@@ -115,12 +122,7 @@ def main(folio, data, work):
             failures.append("SageMaker: rank 0 did not announce 2 ranks")
         if not os.path.exists(os.path.join(model_dir, "ckpt.safetensors")):
             failures.append("SageMaker: no checkpoint in SM_MODEL_DIR")
-        got = read_metrics(model_dir)
-        worst = max(largest_relative_difference(got[0], reference[0]),
-                    largest_relative_difference(got[1], reference[1]))
-        print(f"SageMaker, 2 hosts x 1 rank: max relative loss difference {worst:.2e}")
-        if sorted(got[0]) != sorted(reference[0]) or not worst < TOLERANCE:
-            failures.append(f"SageMaker: losses differ ({worst:.2e})")
+        failures += losses_problems("SageMaker, 2 hosts x 1 rank", model_dir, reference)
     finally:
         remove_hosts()
     for failure in failures:
