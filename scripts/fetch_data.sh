@@ -9,7 +9,7 @@ expected="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 mkdir -p "$(dirname "$target")"
 # Copies that may already be on this machine (the project's shared folder).
 local_copy=""
-for candidate in ../shared/data/tinyshakespeare/input.txt /work/shared/data/tinyshakespeare/input.txt; do
+for candidate in ../shared/data/tinyshakespeare/input.txt; do
   [ -f "$candidate" ] && local_copy="$candidate" && break
 done
 if [ ! -f "$target" ]; then

@@ -10,7 +10,7 @@
 #include "data/fetch.h"
 #include "data/batches.h"
 #include "train/evaluate.h"
-#include "train/task_progress.h"
+#include "progress/task_progress.h"
 
 namespace folio {
 

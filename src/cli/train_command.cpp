@@ -12,14 +12,14 @@
 #include "core/error.h"
 #include "data/fetch.h"
 #include "data/text_dataset.h"
-#include "dist/launch_environment.h"
-#include "dist/local_ranks.h"
-#include "dist/make_communicator.h"
-#include "train/status_line.h"
+#include "distributed/launch_environment.h"
+#include "distributed/local_ranks.h"
+#include "distributed/make_communicator.h"
+#include "progress/status_line.h"
 #include "train/stop_signal.h"
-#include "train/task_progress.h"
+#include "progress/task_progress.h"
 #include "train/trainer.h"
-#include "train/training_state.h"
+#include "io/training_state.h"
 
 namespace folio {
 

@@ -9,7 +9,7 @@
 #include "core/text_format.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
-#include "model/torch_names.h"
+#include "io/torch_names.h"
 
 namespace folio {
 

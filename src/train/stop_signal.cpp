@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "dist/waiting_for_peers.h"
+#include "distributed/waiting_for_peers.h"
 
 namespace folio {
 

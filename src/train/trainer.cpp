@@ -27,7 +27,7 @@
 #include "optim/lr_schedule.h"
 #include "train/evaluate.h"
 #include "train/mfu.h"
-#include "train/progress.h"
+#include "progress/progress.h"
 #include "train/stop_signal.h"
 
 namespace folio {

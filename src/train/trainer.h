@@ -16,8 +16,8 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "data/text_dataset.h"
-#include "dist/communicator.h"
-#include "train/training_state.h"
+#include "distributed/communicator.h"
+#include "io/training_state.h"
 
 namespace folio {
 

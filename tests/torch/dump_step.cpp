@@ -16,7 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
-#include "model/torch_names.h"
+#include "io/torch_names.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 

@@ -12,8 +12,8 @@
 
 #include "cli/arguments.h"
 #include "core/error.h"
-#include "train/progress.h"
-#include "train/task_progress.h"
+#include "progress/progress.h"
+#include "progress/task_progress.h"
 
 namespace {
 

@@ -4,9 +4,9 @@
 
 #include <sstream>
 
-#include "train/progress.h"
-#include "train/progress_format.h"
-#include "train/task_progress.h"
+#include "progress/progress.h"
+#include "progress/progress_format.h"
+#include "progress/task_progress.h"
 
 namespace folio {
 namespace {

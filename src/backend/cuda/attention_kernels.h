@@ -1,5 +1,5 @@
-// The flash-attention kernels' arguments and launchers, shared by attention.cu (the dispatch,
-// and the fp32 kernels on CUDA cores) and attention_tensor_cores.cu (bf16 on tensor cores).
+// The flash-attention kernels' arguments and launchers, shared by attention_flash_fp32.cu (the dispatch,
+// and the fp32 kernels on CUDA cores) and attention_flash_bf16.cu (bf16 on tensor cores).
 //
 // Both compute, per (sample b, head h), softmax(q k^T / sqrt(hs), causal) with dropout on the
 // weights, times v, a block of query rows at a time against tiles of keys, keeping a running

@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace folio {
 

@@ -5,7 +5,7 @@ the weights), bf16 autocast, AdamW(fused=True), clipping when the config asks, a
 torch.compile. Timed as folio bench times: the median of steps each waited for, after a warm-up
 that includes the compilation.
 
-    python3 bench/torch_gpu_peer.py --config shakespeare_char [--steps 50] [--warmup 15]
+    python3 bench/gpu/torch_gpu_peer.py --config shakespeare_char [--steps 50] [--warmup 15]
 
 Prints one JSON line, like folio bench.
 """
@@ -20,7 +20,7 @@ import time
 import torch
 from torch.nn import functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch_peer  # noqa: E402
 
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Run on the build machine (Debian 12 with the -dev packages) before a GPU session. Copies into
 # .carry/ (git-ignored; the GPU session carries it along) what a bare CUDA machine lacks for
-# bench/gpu_check.sh to build and test folio:
+# bench/gpu/gpu_check.sh to build and test folio:
 #   .carry/nlohmann/        nlohmann-json's headers         (-DFOLIO_NLOHMANN_INCLUDE=.carry)
 #   .carry/googletest/      GoogleTest's sources            (-DFOLIO_GOOGLETEST_SOURCE=...)
 #   .carry/cairo/           cairo's headers and libraries, and cairo.cmake that stands in for
 #                           pkg-config's cairo (folio plot draws with it)
 #   .carry/input.txt        tiny-Shakespeare
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 carry=.carry
 rm -rf "$carry"
 mkdir -p "$carry/cairo/include" "$carry/cairo/lib"
@@ -26,8 +26,8 @@ ldd "$cairo" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
   cp -L "$path" "$carry/cairo/lib/$name"
 done
 cat > "$carry/cairo/cairo.cmake" <<'CMAKE'
-# Stands in for pkg-config's cairo (CMAKE_PROJECT_folio_INCLUDE, set by bench/gpu_check.sh) on a
-# machine without libcairo2-dev: the headers and libraries bench/prepare_gpu_carry.sh copied.
+# Stands in for pkg-config's cairo (CMAKE_PROJECT_folio_INCLUDE, set by bench/gpu/gpu_check.sh) on a
+# machine without libcairo2-dev: the headers and libraries bench/gpu/prepare_gpu_carry.sh copied.
 if(TARGET PkgConfig::CAIRO)
   return()
 endif()
@@ -39,7 +39,7 @@ target_link_libraries(PkgConfig::CAIRO INTERFACE ${CMAKE_CURRENT_LIST_DIR}/lib/l
 target_link_options(PkgConfig::CAIRO INTERFACE "LINKER:-rpath-link,${CMAKE_CURRENT_LIST_DIR}/lib")
 CMAKE
 
-for data in ../shared/data/tinyshakespeare/input.txt /work/shared/data/tinyshakespeare/input.txt \
+for data in ../shared/data/tinyshakespeare/input.txt \
             data/tinyshakespeare/input.txt; do
   if [ -f "$data" ]; then
     cp "$data" "$carry/input.txt"

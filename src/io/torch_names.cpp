@@ -1,4 +1,4 @@
-#include "model/torch_names.h"
+#include "io/torch_names.h"
 
 #include <set>
 

@@ -1,7 +1,7 @@
 #include <cstring>
 
-#include "dist/communicator.h"
-#include "dist/waiting_for_peers.h"
+#include "distributed/communicator.h"
+#include "distributed/waiting_for_peers.h"
 
 namespace folio {
 

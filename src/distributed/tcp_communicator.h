@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/communicator.h"
-#include "dist/launch_environment.h"
+#include "distributed/communicator.h"
+#include "distributed/launch_environment.h"
 
 namespace folio {
 

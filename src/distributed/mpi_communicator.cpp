@@ -1,4 +1,4 @@
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 
 #include <mpi.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dist/waiting_for_peers.h"
+#include "distributed/waiting_for_peers.h"
 
 namespace folio {
 

@@ -1,4 +1,4 @@
-#include "dist/tcp_communicator.h"
+#include "distributed/tcp_communicator.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dist/waiting_for_peers.h"
+#include "distributed/waiting_for_peers.h"
 
 namespace folio {
 

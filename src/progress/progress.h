@@ -22,8 +22,8 @@
 #include <limits>
 #include <string>
 
-#include "train/progress_clock.h"
-#include "train/status_line.h"
+#include "progress/progress_clock.h"
+#include "progress/status_line.h"
 
 namespace folio {
 

@@ -1,4 +1,4 @@
-#include "train/training_state.h"
+#include "io/training_state.h"
 
 #include <cmath>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "train/progress_format.h"
+#include "progress/progress_format.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,10 @@
-#include "train/task_progress.h"
+#include "progress/task_progress.h"
 
 #include <cstdio>
 #include <limits>
 #include <vector>
 
-#include "train/progress_format.h"
+#include "progress/progress_format.h"
 
 namespace folio {
 

@@ -1,11 +1,11 @@
-#include "train/progress.h"
+#include "progress/progress.h"
 
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "core/text_format.h"
-#include "train/progress_format.h"
+#include "progress/progress_format.h"
 
 namespace folio {
 

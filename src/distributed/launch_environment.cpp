@@ -1,4 +1,4 @@
-#include "dist/launch_environment.h"
+#include "distributed/launch_environment.h"
 
 #include <cstdlib>
 #include <string>

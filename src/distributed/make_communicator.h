@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "backend/backend.h"
-#include "dist/communicator.h"
-#include "dist/launch_environment.h"
+#include "distributed/communicator.h"
+#include "distributed/launch_environment.h"
 
 namespace folio {
 

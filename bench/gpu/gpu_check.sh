@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Everything a GPU can check, in one call, on an H100/H200 machine with CUDA 13, cmake and
-# PyTorch 2.x (no Debian -dev packages needed: run bench/prepare_gpu_carry.sh on the build
+# PyTorch 2.x (no Debian -dev packages needed: run bench/gpu/prepare_gpu_carry.sh on the build
 # machine first, so that .carry/ holds nlohmann-json, GoogleTest, cairo and tiny-Shakespeare).
 #
-#   bench/gpu_check.sh         build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
+#   bench/gpu/gpu_check.sh         build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
 #                              against the CPU reference, fp32 and bf16; the model against the
 #                              CPU, rerun and replayed as a CUDA graph; 50 training steps CPU
 #                              against GPU; PyTorch 2.x on the same GPU); compute-sanitizer
 #                              (memcheck, and racecheck on the tensor-core attention); folio bench
 #                              and its ladder; the PyTorch peer. About 6-8 minutes.
-#   bench/gpu_check.sh full    the seed's two full runs, 5000 steps of shakespeare_char and of
+#   bench/gpu/gpu_check.sh full    the seed's two full runs, 5000 steps of shakespeare_char and of
 #                              nanogpt_char, with their times and final val losses.
 #
 # Logs go to $OUT when set (else build-gpu/gpu_check/); a table of results ends the output.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mode="${1:-quick}"
 root="$PWD"
 build="$root/build-gpu"
@@ -60,7 +60,7 @@ data="${FOLIO_TEST_DATA:-}"
 [ -z "$data" ] && [ -f ../shared/data/tinyshakespeare/input.txt ] &&
   data="$(realpath ../shared/data/tinyshakespeare/input.txt)"
 if [ -z "$data" ]; then
-  echo "gpu_check: no tiny-Shakespeare: run bench/prepare_gpu_carry.sh, or set FOLIO_TEST_DATA" >&2
+  echo "gpu_check: no tiny-Shakespeare: run bench/gpu/prepare_gpu_carry.sh, or set FOLIO_TEST_DATA" >&2
   exit 2
 fi
 python=$(command -v python3)
@@ -131,7 +131,7 @@ step "folio bench, no graph" 180 "$folio" bench --config shakespeare_char --devi
   --steps 30 --warmup 5 --graph=false
 step "ladder" 300 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
   --warmup 3
-step "torch peer" 300 "$python" bench/torch_gpu_peer.py --config shakespeare_char --steps 50 \
+step "torch peer" 300 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char --steps 50 \
   --warmup 15
 
 echo

@@ -1,7 +1,7 @@
 // Causal multi-head attention on the GPU (reference: backend/reference/attention.h).
 //
 // Flash attention (attention_kernels.h says how it works and what it saves): in bf16 on tensor
-// cores when the backend computes in bf16 and the head size allows (attention_tensor_cores.cu),
+// cores when the backend computes in bf16 and the head size allows (attention_flash_bf16.cu),
 // else in fp32 on CUDA cores (this file). With flash attention off (bench --ladder's first
 // rungs), or a head size above 128, attention_unfused.cu writes out the probabilities instead.
 #include <string>

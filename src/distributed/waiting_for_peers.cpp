@@ -1,4 +1,4 @@
-#include "dist/waiting_for_peers.h"
+#include "distributed/waiting_for_peers.h"
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "train/status_line.h"
+#include "progress/status_line.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>

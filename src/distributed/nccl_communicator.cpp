@@ -1,4 +1,4 @@
-#include "dist/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

@@ -3,8 +3,8 @@
 // dist_timeout with a clear error instead of waiting forever.
 #pragma once
 
-#include "dist/communicator.h"
-#include "dist/launch_environment.h"
+#include "distributed/communicator.h"
+#include "distributed/launch_environment.h"
 
 namespace folio {
 

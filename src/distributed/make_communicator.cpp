@@ -1,13 +1,13 @@
-#include "dist/make_communicator.h"
+#include "distributed/make_communicator.h"
 
 #include "core/error.h"
-#include "dist/tcp_communicator.h"
+#include "distributed/tcp_communicator.h"
 
 #if defined(FOLIO_MPI)
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 #endif
 #if defined(FOLIO_NCCL)
-#include "dist/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 #endif
 
 namespace folio {

@@ -1,4 +1,4 @@
-#include "dist/local_ranks.h"
+#include "distributed/local_ranks.h"
 
 #include <netinet/in.h>
 #include <signal.h>
