@@ -1,8 +1,25 @@
 #!/usr/bin/env bash
 # The tests: set up, install the official safetensors reader for the interop tests (into
 # build/pydeps, not the system), fetch tiny-Shakespeare, run every test with ctest, then fuzz.
+#
+#   scripts/test.sh [--no-fuzz] [CTEST ARGUMENTS...]
+#
+# Arguments go to ctest (a selection such as `-R torch` or `-L gpu`); they do not turn the fuzzing
+# off: --no-fuzz (or FOLIO_FUZZ_SECONDS=0) does. ctest runs with --no-tests=error, so a selection
+# that matches nothing fails. The last lines sum up how many tests ran and were skipped, each
+# group of skipped tests with its reason, and end with `N passed, N failed, N skipped`; the exit
+# status is non-zero when anything failed (ctest, the fuzzers or the sanitizers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fuzz_seconds="${FOLIO_FUZZ_SECONDS:-20}"
+ctest_args=()
+for argument in "$@"; do
+  if [ "$argument" = --no-fuzz ]; then
+    fuzz_seconds=0
+  else
+    ctest_args+=("$argument")
+  fi
+done
 ./scripts/setup.sh
 build_dir="${FOLIO_BUILD_DIR:-build}"
 if ! PYTHONPATH="$build_dir/pydeps" /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
@@ -12,14 +29,20 @@ fi
 data="${FOLIO_TEST_DATA:-$(./scripts/fetch_data.sh)}"
 cmake -S . -B "$build_dir" -DFOLIO_TEST_DATA="$(realpath "$data")" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
-(cd "$build_dir" && ctest --output-on-failure -j"$(nproc)" "$@")
-# Then, unless ctest was given a selection: the fuzz targets for a bounded time each (hostile
-# checkpoints, configs and text under ASan and UBSan; FOLIO_FUZZ_SECONDS=0 skips them), and with
-# FOLIO_SANITIZE_TESTS=1 the whole suite again under the sanitizers (scripts/sanitize.sh, about
-# 15 minutes on 2 cores, so not by default).
-if [ $# -eq 0 ] && [ "${FOLIO_FUZZ_SECONDS:-20}" != 0 ]; then
-  ./scripts/fuzz.sh "${FOLIO_FUZZ_SECONDS:-20}"
+junit="$(realpath "$build_dir")/ctest-results.xml"
+rm -f "$junit"
+status=0
+(cd "$build_dir" && ctest --output-on-failure --no-tests=error --output-junit "$junit" \
+  -j"$(nproc)" ${ctest_args[@]+"${ctest_args[@]}"}) || status=$?
+# Then, when the tests passed: the fuzz targets for a bounded time each (hostile checkpoints,
+# configs and text under ASan and UBSan), and with FOLIO_SANITIZE_TESTS=1 the whole suite again
+# under the sanitizers (scripts/sanitize.sh, about 15 minutes on 2 cores, so not by default).
+if [ "$status" -eq 0 ] && [ "$fuzz_seconds" != 0 ]; then
+  ./scripts/fuzz.sh "$fuzz_seconds" || status=$?
 fi
-if [ $# -eq 0 ] && [ "${FOLIO_SANITIZE_TESTS:-0}" = 1 ]; then
-  FOLIO_TEST_DATA="$data" ./scripts/sanitize.sh
+if [ "$status" -eq 0 ] && [ "${FOLIO_SANITIZE_TESTS:-0}" = 1 ]; then
+  FOLIO_TEST_DATA="$data" ./scripts/sanitize.sh || status=$?
 fi
+[ "$fuzz_seconds" = 0 ] && echo "fuzzing: off (--no-fuzz or FOLIO_FUZZ_SECONDS=0)"
+python3 scripts/test_summary.py "$junit" || status=1
+exit "$status"

@@ -8,7 +8,9 @@ TCP between the namespaces. The losses must match one process with the same glob
      SM_CHANNEL_TRAINING (the data folder) and SM_MODEL_DIR (where the checkpoint goes); the
      host names are not resolvable here, so MASTER_ADDR points at the first host.
 
-Needs root (ip netns). Exits 77 (ctest: skipped, not passed) when namespaces cannot be made.
+Needs root (ip netns). Exits 77 (ctest: skipped, not passed), saying why, when this process may
+not make network namespaces or there is no `ip` command; any other failed `ip` command fails the
+test. Namespaces and interfaces left by an earlier run are removed first.
 
     python3 test_two_hosts.py FOLIO DATA WORK_DIR
 """
@@ -28,21 +30,57 @@ def sh(*args, check=True):
     return subprocess.run(args, capture_output=True, text=True, check=check)
 
 
+class NoNamespaces(Exception):
+    """This machine will not let the test make network namespaces: a reason to skip."""
+
+
+def ip(*args):
+    """Runs `ip ARGS`; a failure raises RuntimeError naming the command and what ip said."""
+    try:
+        result = sh("ip", *args, check=False)
+    except FileNotFoundError:
+        raise NoNamespaces("there is no `ip` command (install iproute2)")
+    if result.returncode != 0:
+        raise RuntimeError(f"`ip {' '.join(args)}` failed (exit {result.returncode}): "
+                           f"{result.stderr.strip()}")
+    return result
+
+
 def make_hosts():
     remove_hosts()
-    for namespace in HOSTS:
-        sh("ip", "netns", "add", namespace)
-    sh("ip", "link", "add", "folio_veth_a", "type", "veth", "peer", "name", "folio_veth_b")
+    # The first namespace tells whether this process may make them at all.
+    try:
+        ip("netns", "add", list(HOSTS)[0])
+    except RuntimeError as error:
+        if any(word in str(error) for word in ("Operation not permitted", "Permission denied")):
+            raise NoNamespaces(f"no privileges for network namespaces ({error})")
+        raise
+    for namespace in list(HOSTS)[1:]:
+        ip("netns", "add", namespace)
+    ip("link", "add", "folio_veth_a", "type", "veth", "peer", "name", "folio_veth_b")
     for (namespace, address), device in zip(HOSTS.items(), ("folio_veth_a", "folio_veth_b")):
-        sh("ip", "link", "set", device, "netns", namespace)
-        sh("ip", "-n", namespace, "addr", "add", address + "/24", "dev", device)
-        sh("ip", "-n", namespace, "link", "set", device, "up")
-        sh("ip", "-n", namespace, "link", "set", "lo", "up")
+        ip("link", "set", device, "netns", namespace)
+        ip("-n", namespace, "addr", "add", address + "/24", "dev", device)
+        ip("-n", namespace, "link", "set", device, "up")
+        ip("-n", namespace, "link", "set", "lo", "up")
 
 
 def remove_hosts():
-    for namespace in HOSTS:
-        sh("ip", "netns", "del", namespace, check=False)
+    """Removes the namespaces and a veth pair an earlier run left (deleting a namespace deletes
+    the end inside it; an end left in this namespace is deleted here). Raises RuntimeError when
+    one is still there afterwards."""
+    try:
+        for namespace in HOSTS:
+            sh("ip", "netns", "del", namespace, check=False)
+        for device in ("folio_veth_a", "folio_veth_b"):
+            sh("ip", "link", "del", device, check=False)
+        left = [d for d in ("folio_veth_a", "folio_veth_b")
+                if sh("ip", "link", "show", d, check=False).returncode == 0]
+        left += [n for n in HOSTS if n in sh("ip", "netns", "list", check=False).stdout.split()]
+    except FileNotFoundError:
+        return  # no `ip`: nothing can have been left
+    if left:
+        raise RuntimeError(f"could not remove what an earlier run left: {', '.join(left)}")
 
 
 def launch(ranks, base_env):
@@ -76,9 +114,16 @@ def main(folio, data, work):
     os.makedirs(work)
     try:
         make_hosts()
-    except (subprocess.CalledProcessError, FileNotFoundError) as error:
-        print(f"cannot create network namespaces here ({error}); skipping")
+    except NoNamespaces as reason:
+        print(f"SKIP: {reason}")
         return 77
+    except RuntimeError as error:
+        print(f"FAIL: setting up the two hosts: {error}")
+        try:
+            remove_hosts()
+        except RuntimeError as cleanup:
+            print(f"FAIL: {cleanup}")
+        return 1
     failures = []
     try:
         train = ["train", "--config", "tiny", "--max_iters=30", "--eval_interval=10",
