@@ -27,6 +27,7 @@ def skip_reason(output):
 
 def family(name):
     """Suite.Test -> Suite.*, Instances/Suite.Test/param -> Instances/Suite.*/param; others as is."""
+    name = name.split("  #")[0]  # GoogleTest's "  # GetParam() = ..." after a parameterised test
     return re.sub(r"^([^.]+)\.[^/]+", r"\1.*", name) if "." in name else name
 
 

@@ -1,33 +1,57 @@
 #!/usr/bin/env bash
-# Everything a GPU can check, in one call, on an H100/H200 machine with CUDA 13, cmake and
-# PyTorch 2.x (no Debian -dev packages needed: run bench/gpu/prepare_gpu_carry.sh on the build
-# machine first, so that .carry/ holds nlohmann-json, GoogleTest, cairo and tiny-Shakespeare).
+# Everything a GPU can check, in three calls of at most about 8 minutes each (the device tool's
+# limit is 10), on an H100/H200 machine with CUDA 13, cmake and PyTorch 2.x. It needs no Debian
+# -dev packages: run bench/gpu/prepare_gpu_carry.sh on the build machine first, so that .carry/
+# holds nlohmann-json, GoogleTest, cairo and tiny-Shakespeare, and carry .carry along.
 #
-#   bench/gpu/gpu_check.sh         build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
-#                              against the CPU reference, fp32 and bf16; the model against the
-#                              CPU, rerun and replayed as a CUDA graph; 50 training steps CPU
-#                              against GPU; PyTorch 2.x on the same GPU); compute-sanitizer
-#                              (memcheck, and racecheck on the tensor-core attention); folio bench
-#                              and its ladder; the PyTorch peer. About 6-8 minutes.
-#   bench/gpu/gpu_check.sh full    the seed's two full runs, 5000 steps of shakespeare_char and of
-#                              nanogpt_char, with their times and final val losses.
+#   bench/gpu/gpu_check.sh tests      build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
+#                                     against the CPU reference, fp32 and bf16; the model against
+#                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
+#                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
+#                                     same GPU); folio bench with and without the graph, the ladder.
+#   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
+#                                     tests, racecheck on every attention test (the tensor-core
+#                                     ones included); data parallelism on the GPU (NCCL with one
+#                                     rank, two ranks sharing it over TCP, and MPI when built in).
+#   bench/gpu/gpu_check.sh full       the seed's two 5000-step runs (shakespeare_char, nanogpt_char)
+#                                     with their times and final losses; the PyTorch 2.x peer
+#                                     beside folio bench.
 #
-# Logs go to $OUT when set (else build-gpu/gpu_check/); a table of results ends the output.
+# Each call builds first (a no-op when build-gpu/ is already built: a machine still warm from the
+# last call keeps it; a fresh one rebuilds, for sm_90 only unless FOLIO_CUDA_ARCHS says otherwise)
+# and leaves exactly two files in $OUT (or, where OUT is unset, in build-gpu/gpu_check_out/):
+# MODE-logs.tar.gz, every step's log, and MODE-summary.md, the table of results that also ends
+# the output. FOLIO_REQUIRE_GPU=1 is set for every step: a GPU test that finds no GPU fails.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-mode="${1:-quick}"
+mode="${1:-tests}"
+case "$mode" in
+  tests | sanitize | full) ;;
+  *) echo "usage: bench/gpu/gpu_check.sh tests|sanitize|full" >&2; exit 2 ;;
+esac
 root="$PWD"
 build="$root/build-gpu"
-out="${OUT:-$build/gpu_check}"
-mkdir -p "$out"
+out="${OUT:-$build/gpu_check_out}"
+logs="$build/gpu_check_logs/$mode"  # tarred into $out at the end
+rm -rf "$logs"
+mkdir -p "$logs" "$out"
+export FOLIO_REQUIRE_GPU=1
+budget=470  # seconds for the whole call, the build included; steps are cut to what is left
 rows=()
 
-# step NAME SECONDS COMMAND...: runs COMMAND with a time limit, its output in $out/NAME.log.
+# step NAME SECONDS COMMAND...: runs COMMAND with a time limit (its own, or what is left of the
+# call's budget), its output in $logs/NAME.log.
 step() {
   local name="$1" limit="$2"
   shift 2
-  local log="$out/${name// /_}.log" start=$SECONDS status
-  echo "== $name" >&2
+  local log="$logs/${name// /_}.log" start=$SECONDS status
+  local left=$((budget - SECONDS))
+  if [ "$left" -lt 10 ]; then
+    rows+=("| $name | NOT RUN | 0 | the call's ${budget} s were spent |")
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (up to ${limit} s)" >&2
   timeout "$limit" "$@" >"$log" 2>&1
   case $? in
     0) status=ok ;;
@@ -50,8 +74,29 @@ summary() {
       printf '%s ms/step, %s tokens/s' "$(field ms_per_step <"$log")" "$(field tokens_per_s <"$log")" ;;
     sanitize*) grep -E "ERROR SUMMARY" "$log" | tail -n 1 ;;
     train*) grep -E "^step [0-9]+: train loss" "$log" | tail -n 1 ;;
+    distributed*) grep -E "^FAIL|left out" "$log" | head -n 2 | tr '\n' ' ' ;;
     *) : ;;
   esac
+}
+
+# The two files this call leaves, and the table at the end of the output.
+finish() {
+  {
+    echo "# gpu_check.sh $mode"
+    echo
+    sed 's/^/    /' "$logs/environment.log"
+    echo
+    printf '%s\n' "| step | status | seconds | result |" "|---|---|---|---|" "${rows[@]}"
+    [ -f "$logs/ladder.log" ] && { echo; sed -n '/^| rung/,$p' "$logs/ladder.log"; }
+    [ -n "${extra:-}" ] && printf '\n%s\n' "$extra"
+  } >"$out/$mode-summary.md"
+  tar -czf "$out/$mode-logs.tar.gz" -C "$logs" .
+  echo
+  cat "$out/$mode-summary.md"
+  echo "files: $out/$mode-summary.md, $out/$mode-logs.tar.gz"
+  # Failed: any step not ok.
+  printf '%s\n' "${rows[@]}" | grep -qv '| ok |' && exit 1
+  exit 0
 }
 
 # ---- what is there, and what .carry stands in for ----------------------------------------------------
@@ -65,6 +110,7 @@ if [ -z "$data" ]; then
 fi
 python=$(command -v python3)
 cmake_flags=(-DFOLIO_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DFOLIO_TEST_DATA="$data"
+             -DFOLIO_CUDA_ARCHS="${FOLIO_CUDA_ARCHS:-90}"
              -DFOLIO_GPU_PYTHON="$python" -DFOLIO_TORCH_PYTHON="$python")
 [ -d .carry/nlohmann ] && cmake_flags+=(-DFOLIO_NLOHMANN_INCLUDE="$root/.carry")
 if [ ! -f /usr/include/gtest/gtest.h ] && [ -d .carry/googletest ]; then
@@ -81,66 +127,74 @@ for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-s
   [ -z "$sanitizer" ] && [ -x "$candidate" ] && sanitizer="$candidate"
 done
 folio="$build/folio"
-rm -rf "$out/shakespeare_char" "$out/nanogpt_char" "$out/sanitize_train"  # runs start afresh
+gpu_tests="$build/tests/gpu/folio_gpu_tests"
 
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   nvcc --version 2>/dev/null | tail -n 2 || /usr/local/cuda/bin/nvcc --version | tail -n 2
-  "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
   cmake --version | head -n 1
+  echo "mpirun: $(command -v mpirun || echo none)"
   echo "cmake flags: ${cmake_flags[*]}"
-} >"$out/environment.log" 2>&1
-cat "$out/environment.log" >&2
+} >"$logs/environment.log" 2>&1
+cat "$logs/environment.log" >&2
 
-step "configure" 300 cmake -S . -B "$build" "${cmake_flags[@]}"
-step "build" 600 cmake --build "$build" -j"$(nproc)"
-if [ ! -x "$folio" ]; then
-  printf '%s\n' "| step | status | seconds | result |" "|---|---|---|---|" "${rows[@]}"
-  exit 1
+step "configure" 120 cmake -S . -B "$build" "${cmake_flags[@]}"
+# What the build has: NCCL and MPI found or not (a missing one leaves its paths out, said here).
+grep -E "folio: (CUDA|MPI|NCCL)" "$logs/configure.log" >>"$logs/environment.log"
+step "build" 400 cmake --build "$build" -j"$(nproc)"
+if [ ! -x "$folio" ] || [ ! -x "$gpu_tests" ]; then
+  finish
 fi
 
-if [ "$mode" = full ]; then
-  # The seed's runs as the README states them: 5000 steps each, evaluations included.
-  step "train shakespeare_char" 580 "$folio" train --config shakespeare_char --device cuda \
-    --data "$data" --out_dir "$out/shakespeare_char" --sample_tokens 300
-  step "train nanogpt_char" 580 "$folio" train --config nanogpt_char --device cuda \
-    --data "$data" --out_dir "$out/nanogpt_char" --sample_tokens 300
-  printf '\n%s\n' "| run | status | seconds | last evaluation |" "|---|---|---|---|" "${rows[@]}"
-  echo "targets: shakespeare_char val <= 1.60, nanogpt_char val <= 1.48; a 5000-step seed run < 60 s"
-  exit 0
-fi
-
-step "gpu tests" 420 ctest --test-dir "$build" -L gpu -j 4 --output-on-failure --timeout 400
-if [ -n "$sanitizer" ]; then
-  step "sanitize memcheck train" 240 "$sanitizer" --tool memcheck --error-exitcode 1 \
-    "$folio" train --config tiny --device cuda --data "$data" --out_dir "$out/sanitize_train" \
-    --max_iters 4 --eval_interval 2 --eval_iters 2 --sample_tokens 20
-  step "sanitize memcheck bench" 240 "$sanitizer" --tool memcheck --error-exitcode 1 \
-    "$folio" bench --config shakespeare_char --device cuda --batch_size=4 --steps 2 --warmup 1
-  step "sanitize memcheck ops" 300 "$sanitizer" --tool memcheck --error-exitcode 1 \
-    "$build/tests/gpu/folio_gpu_tests" --gtest_filter='CudaOps.*:-CudaOps.SumOfSquares*'
-  step "sanitize racecheck attention" 300 "$sanitizer" --tool racecheck --error-exitcode 1 \
-    "$build/tests/gpu/folio_gpu_tests" --gtest_filter='CudaOps.TensorCore*:CudaOps.FlashAttentionInFp32'
-else
-  rows+=("| sanitize | SKIPPED | 0 | compute-sanitizer not found |")
-fi
-step "distributed on the GPU" 240 "$python" tests/gpu/compare_distributed.py "$folio" "$data" \
-  "$out/distributed"
-step "folio bench" 180 "$folio" bench --config shakespeare_char --device cuda --steps 50 --warmup 5
-step "folio bench, no graph" 180 "$folio" bench --config shakespeare_char --device cuda \
-  --steps 30 --warmup 5 --graph=false
-step "ladder" 300 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
-  --warmup 3
-step "torch peer" 300 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char --steps 50 \
-  --warmup 15
-
-echo
-sed -n '/^| rung/,$p' "$out/ladder.log"
-echo
-printf '%s\n' "| step | status | seconds | result |" "|---|---|---|---|" "${rows[@]}"
-folio_ms=$(field ms_per_step <"$out/folio_bench.log")
-torch_ms=$(field ms_per_step <"$out/torch_peer.log")
-if [ -n "$folio_ms" ] && [ -n "$torch_ms" ]; then
-  "$python" -c "f, t = $folio_ms, $torch_ms; print(f'\nshakespeare_char: folio {f:.2f} ms/step, PyTorch {t:.2f} ms/step: {t / f:.2f}x (targets: >= 3x, <= 4 ms/step)')"
-fi
-echo "logs: $out"
+case "$mode" in
+  tests)
+    step "gpu tests" 300 ctest --test-dir "$build" -L gpu --no-tests=error -j 4 \
+      --output-on-failure --timeout 240
+    step "folio bench" 60 "$folio" bench --config shakespeare_char --device cuda --steps 50 \
+      --warmup 5
+    step "folio bench, no graph" 60 "$folio" bench --config shakespeare_char --device cuda \
+      --steps 30 --warmup 5 --graph=false
+    step "ladder" 120 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
+      --warmup 3
+    ;;
+  sanitize)
+    if [ -n "$sanitizer" ]; then
+      rm -rf "$logs/sanitize_train"
+      step "sanitize memcheck train" 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
+        "$folio" train --config tiny --device cuda --data "$data" \
+        --out_dir "$build/gpu_check_sanitize_train" --max_iters 4 --eval_interval 2 \
+        --eval_iters 2 --sample_tokens 20
+      step "sanitize memcheck bench" 90 "$sanitizer" --tool memcheck --error-exitcode 1 \
+        "$folio" bench --config shakespeare_char --device cuda --batch_size=4 --steps 2 --warmup 1
+      step "sanitize memcheck ops" 120 "$sanitizer" --tool memcheck --error-exitcode 1 \
+        "$gpu_tests" --gtest_filter='CudaOps.*:-CudaOps.SumOfSquares*'
+      # Every attention test: the tensor-core kernels (FlashAttentionOnTensorCores,
+      # TensorCoreAttention*), the fp32 flash kernels and the unfused path.
+      step "sanitize racecheck attention" 150 "$sanitizer" --tool racecheck --error-exitcode 1 \
+        "$gpu_tests" --gtest_filter='CudaOps.*Attention*'
+    else
+      rows+=("| sanitize | FAIL | 0 | compute-sanitizer not found (looked on PATH and in /usr/local/cuda) |")
+    fi
+    step "distributed on the GPU" 120 "$python" tests/gpu/compare_distributed.py "$folio" "$data" \
+      "$build/gpu_check_distributed"
+    ;;
+  full)
+    # The seed's runs as the README states them: 5000 steps each, evaluations included.
+    step "train shakespeare_char" 180 "$folio" train --config shakespeare_char --device cuda \
+      --data "$data" --out_dir "$build/gpu_check_shakespeare_char" --sample_tokens 300
+    step "train nanogpt_char" 180 "$folio" train --config nanogpt_char --device cuda \
+      --data "$data" --out_dir "$build/gpu_check_nanogpt_char" --sample_tokens 300
+    step "folio bench" 30 "$folio" bench --config shakespeare_char --device cuda --steps 50 \
+      --warmup 5
+    step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
+      --steps 50 --warmup 15
+    folio_ms=$(field ms_per_step <"$logs/folio_bench.log" 2>/dev/null)
+    torch_ms=$(field ms_per_step <"$logs/torch_peer.log" 2>/dev/null)
+    extra="targets: shakespeare_char val <= 1.60 (seed 1.5677), nanogpt_char val <= 1.48; a 5000-step seed run < 60 s"
+    if [ -n "$folio_ms" ] && [ -n "$torch_ms" ]; then
+      extra+=$'\n'$("$python" -c "f, t = $folio_ms, $torch_ms; print(f'shakespeare_char: folio {f:.2f} ms/step, PyTorch {t:.2f} ms/step: {t / f:.2f}x (targets: >= 3x, <= 4 ms/step)')")
+    fi
+    ;;
+esac
+finish

@@ -4,7 +4,8 @@ of 50 steps must agree to 1e-4 relative, for the tiny preset and for shakespeare
 
     python3 compare_training.py FOLIO DATA WORK_DIR
 
-Exits 77 (ctest's "skipped") when the GPU run reports that no GPU is visible.
+Exits 77 (ctest's "skipped") when the GPU run reports that no GPU is visible; fails instead
+with FOLIO_REQUIRE_GPU=1 (gpu_required.py).
 """
 
 import json
@@ -12,6 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+from gpu_required import skip
 
 TOLERANCE = 1e-4
 STEPS = 50
@@ -26,8 +29,7 @@ def train(folio, data, out_dir, config, device, overrides):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         if device == "cuda" and "no CUDA GPU is visible" in result.stderr:
-            print("SKIP: no CUDA GPU is visible")
-            sys.exit(77)
+            skip("no CUDA GPU is visible")
         sys.exit(f"{' '.join(command)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
     losses = {}
     with open(os.path.join(out_dir, "metrics.jsonl")) as log:

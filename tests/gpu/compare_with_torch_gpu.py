@@ -6,7 +6,8 @@ with --device=cuda --dtype=fp32, the same weights, batch and dropout masks.
     python3 compare_with_torch_gpu.py FOLIO_TORCH_DUMP OUT_DIR --config NAME [--KEY=VALUE ...]
 
 Reads the safetensors files itself (no `safetensors` package needed). Exits 77 (ctest's
-"skipped") when PyTorch has no CUDA or folio sees no GPU.
+"skipped") when there is no GPU (a failure with FOLIO_REQUIRE_GPU=1); a GPU that this Python's
+PyTorch cannot use is a failure that names the fix (gpu_required.py).
 """
 
 import json
@@ -15,12 +16,9 @@ import struct
 import subprocess
 import sys
 
-SKIPPED = 77
-try:
-    import torch
-except ImportError:
-    print("SKIP: this Python has no PyTorch (set FOLIO_GPU_PYTHON)")
-    sys.exit(SKIPPED)
+from gpu_required import skip, torch_with_cuda_or_end
+
+torch = torch_with_cuda_or_end()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
@@ -44,15 +42,11 @@ def read_safetensors_to_gpu(path):
 
 
 def main(dump_binary, out_dir, *dump_options):
-    if not torch.cuda.is_available():
-        print("SKIP: this PyTorch has no CUDA device")
-        return SKIPPED
     dump = subprocess.run([dump_binary, *dump_options, "--device=cuda", "--dtype=fp32",
                            "--out", out_dir], capture_output=True, text=True)
     if dump.returncode != 0:
         if "no CUDA GPU is visible" in dump.stderr:
-            print("SKIP: folio sees no GPU")
-            return SKIPPED
+            skip("PyTorch sees a GPU but folio does not")
         sys.exit(f"folio_torch_dump failed: {dump.stderr}")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

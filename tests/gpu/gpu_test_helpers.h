@@ -1,5 +1,5 @@
-// What the GPU tests share: a fixture that skips without a visible GPU, and moving tensors to and
-// from a backend.
+// What the GPU tests share: a fixture that skips without a visible GPU (or fails, where a GPU is
+// required), and moving tensors to and from a backend.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,15 +9,14 @@
 
 #include "backend/backend.h"
 #include "backend/device_buffer.h"
+#include "require_gpu.h"
 #include "test_helpers.h"
 
 namespace folio::testing {
 
 class GpuTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU is visible";
-  }
+  void SetUp() override { FOLIO_SKIP_WITHOUT_GPU(); }
 };
 
 inline std::unique_ptr<Backend> cuda_backend(const std::string& dtype, bool flash_attention = true,

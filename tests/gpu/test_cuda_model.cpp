@@ -1,7 +1,11 @@
-// The whole GPT on the GPU: against the CPU backend (fp32 tight, bf16 loose), bit-identical
+// The whole GPT on the GPU: against the CPU backend (fp32 tight, bf16 per tensor), a bf16 loss
+// curve against fp32's, bit-identical
 // reruns, a recorded-and-replayed step against the same step issued op by op, and generation's
 // key/value cache.
 #include <cmath>
+#include <cstdio>
+#include <map>
+#include <utility>
 
 #include "config/presets.h"
 #include "gpu_test_helpers.h"
@@ -39,8 +43,8 @@ struct Trainee {
       targets[i] = static_cast<int32_t>(stream.word(2 * i + 1) % kVocab);
     }
   }
-  // Forward, backward and AdamW on the batch drawn for `step`; draws it unless told otherwise.
-  void step(int step, bool draw = true) {
+  // Forward and backward on the batch drawn for `step` (drawn unless told otherwise), then AdamW.
+  void forward_backward(int step, bool draw = true) {
     if (draw) draw_batch(step);
     const int B = config.batch_size, T = config.block_size;
     model.zero_gradients();
@@ -48,7 +52,11 @@ struct Trainee {
                   DropoutContext{static_cast<float>(config.dropout), config.seed,
                                  static_cast<uint32_t>(step), 0});
     model.backward(1.0f / (B * T));
-    optimizer->step(learning_rate_at(config, step));
+  }
+  void update(int step) { optimizer->step(learning_rate_at(config, step)); }
+  void step(int step, bool draw = true) {
+    forward_backward(step, draw);
+    update(step);
   }
 
   std::unique_ptr<Backend> backend;
@@ -69,46 +77,149 @@ Config test_config(const std::string& preset, int batch_size) {
   return c;
 }
 
-// Largest per-tensor relative error between two flat parameter (or gradient) buffers.
-double worst_tensor_error(const GPT& model, const std::vector<float>& a,
-                          const std::vector<float>& b) {
-  double worst = 0;
+// Largest per-tensor relative error between two flat parameter (or gradient) buffers, and the
+// tensor where it is.
+std::pair<double, std::string> worst_tensor_error(const GPT& model, const std::vector<float>& a,
+                                                  const std::vector<float>& b) {
+  std::pair<double, std::string> worst{0.0, ""};
   for (const ParameterTensor& t : model.layout().tensors()) {
     const std::vector<float> x(a.begin() + t.offset, a.begin() + t.offset + t.size);
     const std::vector<float> y(b.begin() + t.offset, b.begin() + t.offset + t.size);
-    worst = std::max(worst, relative_error(x, y));
+    worst = std::max(worst, std::make_pair(relative_error(x, y), t.name));
   }
   return worst;
 }
 
+std::vector<float> difference(const std::vector<float>& after, const std::vector<float>& before) {
+  std::vector<float> delta(after.size());
+  for (size_t i = 0; i < delta.size(); ++i) delta[i] = after[i] - before[i];
+  return delta;
+}
+
+// ReLU's kink, as the PyTorch comparison handles it (tests/torch/compare_with_torch.py): an fp32
+// pre-activation within rounding of zero may land on either side on the CPU and on the GPU, and
+// one such flip moves the gradients of every earlier block by 2-5e-4, past fp32's tolerance.
+// Outside the band the signs must agree; a batch with a flip inside the band is set aside for the
+// next one (flips are about one in millions, so a second batch is all it ever takes).
+constexpr float kKinkBand = 1e-5f;
+struct KinkFlips {
+  size_t in_band = 0, outside = 0;
+};
+KinkFlips relu_kink_flips(const Trainee& cpu, const Trainee& gpu) {
+  KinkFlips flips;
+  if (cpu.config.activation != "relu") return flips;  // GELU has no kink
+  for (int layer = 0; layer < cpu.config.n_layer; ++layer) {
+    const std::vector<float> a = cpu.model.read_feed_forward_preactivations(layer),
+                             b = gpu.model.read_feed_forward_preactivations(layer);
+    for (size_t i = 0; i < a.size(); ++i) {
+      if ((a[i] > 0) == (b[i] > 0)) continue;
+      const bool near_zero = std::abs(a[i]) < kKinkBand && std::abs(b[i]) < kKinkBand;
+      ++(near_zero ? flips.in_band : flips.outside);
+    }
+  }
+  return flips;
+}
+
 // One forward and backward pass with dropout on the CPU and on the GPU from the same weights:
-// logits, loss and every gradient, then the weights after AdamW. fp32 is held to a tolerance per
-// tensor; bf16, whose rounding swamps small tensors' gradients, over all parameters at once.
-void compare_with_cpu(const Config& config, const std::string& dtype, double tolerance,
-                      double update_tolerance) {
+// logits, loss and every gradient tensor; then AdamW's update on its own: the CPU's AdamW given
+// the GPU's gradients must move every tensor as the GPU's AdamW did, to 1e-4 of the update (fp32
+// arithmetic on the same gradients; only the clipping norm's summation order differs). Comparing
+// the updates rather than the weights lets a skipped or wrong update of a small tensor show: one
+// step moves a weight by about lr, a thousandth of a LayerNorm weight.
+void compare_with_cpu(const Config& config, const std::string& dtype, double tolerance) {
   SCOPED_TRACE(dtype);
-  Trainee cpu(make_backend("cpu", 0), config), gpu(cuda_backend(dtype), config);
-  cpu.step(0);
-  gpu.step(0);
-  auto error = [&](const std::vector<float>& a, const std::vector<float>& b) {
-    return dtype == "fp32" ? worst_tensor_error(cpu.model, a, b) : relative_error(a, b);
-  };
-  EXPECT_LT(relative_error(gpu.model.read_logits(), cpu.model.read_logits()), tolerance);
-  EXPECT_NEAR(gpu.model.mean_loss() / cpu.model.mean_loss(), 1.0, tolerance);
-  EXPECT_LT(error(gpu.model.read_gradients(), cpu.model.read_gradients()), tolerance);
-  EXPECT_LT(error(gpu.model.read_parameters(), cpu.model.read_parameters()), update_tolerance);
+  for (int step = 0; step < 3; ++step) {
+    Trainee cpu(make_backend("cpu", 0), config), gpu(cuda_backend(dtype), config);
+    cpu.forward_backward(step);
+    gpu.forward_backward(step);
+    if (dtype == "fp32") {  // bf16's rounding flips signs far outside the band, to no harm
+      const KinkFlips flips = relu_kink_flips(cpu, gpu);
+      EXPECT_EQ(flips.outside, 0u) << "ReLU inputs beyond " << kKinkBand << " of zero differ in sign";
+      if (flips.in_band > 0) {
+        std::printf("%zu ReLU inputs within %g of zero on different sides: the next batch\n",
+                    flips.in_band, double(kKinkBand));
+        continue;
+      }
+    }
+    EXPECT_LT(relative_error(gpu.model.read_logits(), cpu.model.read_logits()), tolerance);
+    EXPECT_NEAR(gpu.model.mean_loss() / cpu.model.mean_loss(), 1.0, tolerance);
+    const std::vector<float> gradients = gpu.model.read_gradients();
+    const auto [gradient_error, gradient_tensor] =
+        worst_tensor_error(cpu.model, gradients, cpu.model.read_gradients());
+    EXPECT_LT(gradient_error, tolerance) << "gradient of " << gradient_tensor;
+
+    const std::vector<float> before = cpu.model.read_parameters();
+    cpu.backend->copy_to_device(cpu.model.gradients(), gradients.data(),
+                                gradients.size() * sizeof(float));
+    cpu.update(step);
+    gpu.update(step);
+    const auto [update_error, update_tensor] =
+        worst_tensor_error(cpu.model, difference(gpu.model.read_parameters(), before),
+                           difference(cpu.model.read_parameters(), before));
+    EXPECT_LT(update_error, 1e-4) << "AdamW's update of " << update_tensor;
+    return;
+  }
+  ADD_FAILURE() << "three batches in a row had a ReLU input on different sides of the kink";
 }
 
 TEST_F(CudaModel, MatchesTheCpuInFp32) {
-  // One AdamW step moves a weight by about lr * g / |g|, which turns summation noise in a tiny
-  // gradient into a visible difference (README, "What faithful means"): 1e-4 there.
-  compare_with_cpu(test_config("tiny", 8), "fp32", 1e-5, 1e-4);
-  compare_with_cpu(test_config("shakespeare_char", 2), "fp32", 1e-5, 1e-4);
-  compare_with_cpu(test_config("nanogpt_char", 2), "fp32", 1e-5, 1e-4);
+  compare_with_cpu(test_config("tiny", 8), "fp32", 1e-5);
+  compare_with_cpu(test_config("shakespeare_char", 2), "fp32", 1e-5);
+  compare_with_cpu(test_config("nanogpt_char", 2), "fp32", 1e-5);
 }
 
+// bf16, per tensor: products of bf16 operands land within about 1% of the exact ones
+// (test_cuda_ops.cpp), and a gradient passes through two or three of them per block on its way
+// down, so 5% per tensor; a missing or wrong tensor is off by 100%.
 TEST_F(CudaModel, StaysCloseToTheCpuInBf16) {
-  compare_with_cpu(test_config("shakespeare_char", 2), "bf16", 3e-2, 1e-2);
+  compare_with_cpu(test_config("shakespeare_char", 2), "bf16", 5e-2);
+  compare_with_cpu(test_config("nanogpt_char", 2), "bf16", 5e-2);
+}
+
+// Training in bf16 follows training in fp32: 300 steps of shakespeare_char's model on a text
+// with a learnable rule (each token's successor is one of two, 50:50, so the loss can fall from
+// ln 65 = 4.17 to ln 2 = 0.69), the mean loss of every 25 steps within 5% of fp32's, and both
+// curves falling below 1.0. A skipped update, or a tensor that stops learning, leaves the bf16
+// curve behind.
+TEST_F(CudaModel, Bf16LossCurveFollowsFp32) {
+  Config c = load_config("shakespeare_char");
+  c.batch_size = 8;
+  c.dropout = 0.0;
+  c.warmup_iters = 20;
+  c.lr_decay_iters = 300;
+  c.lr_schedule = "cosine";
+  constexpr int kSteps = 300, kWindow = 25;
+  std::map<std::string, std::vector<double>> windows;
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    Trainee run(cuda_backend(dtype), c);
+    double window_sum = 0;
+    for (int step = 0; step < kSteps; ++step) {
+      const RandomStream stream = make_stream(c.seed, RandomPurpose::kTrainBatch, step, 0);
+      const size_t T = c.block_size;
+      for (size_t row = 0; row < size_t(c.batch_size); ++row) {
+        int32_t token = static_cast<int32_t>(stream.word(row * (T + 1)) % kVocab);
+        for (size_t t = 0; t < T; ++t) {
+          const int32_t next =
+              static_cast<int32_t>((3 * token + 7 + stream.word(row * (T + 1) + t + 1) % 2) % kVocab);
+          run.inputs[row * T + t] = token;
+          run.targets[row * T + t] = next;
+          token = next;
+        }
+      }
+      run.step(step, /*draw=*/false);
+      window_sum += run.model.mean_loss();
+      if ((step + 1) % kWindow == 0) {
+        windows[dtype].push_back(window_sum / kWindow);
+        window_sum = 0;
+      }
+    }
+  }
+  for (size_t w = 0; w < windows["fp32"].size(); ++w)
+    EXPECT_NEAR(windows["bf16"][w] / windows["fp32"][w], 1.0, 0.05)
+        << "steps " << w * kWindow << " to " << (w + 1) * kWindow << ": bf16 "
+        << windows["bf16"][w] << ", fp32 " << windows["fp32"][w];
+  EXPECT_LT(windows["fp32"].back(), 1.0);
+  EXPECT_LT(windows["bf16"].back(), 1.0);
 }
 
 TEST_F(CudaModel, RerunsAreBitIdentical) {

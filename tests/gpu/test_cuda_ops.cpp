@@ -8,7 +8,9 @@
 // attention, whose probabilities and score gradients are rounded once more before their own
 // products, within 2% (forward) and 3% (backward).
 #include <cmath>
+#include <cstdlib>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/reference/attention.h"
 #include "backend/reference/dropout_add.h"
 #include "backend/reference/embedding.h"
@@ -119,6 +121,23 @@ void check_attention(Backend& backend, const AttentionCase& c, double tolerance,
   EXPECT_LT(relative_error(to_host(backend, d_dqkv, dqkv.size()), dqkv), gradient_tolerance);
 }
 
+// FOLIO_GEMM_FALLBACK=1 makes every product take the paths used when cuBLASLt has no algorithm:
+// the plain cuBLAS GEMM, and the bias and its gradient in kernels of their own.
+TEST_F(CudaOps, MatmulWithoutCublasLt) {
+  setenv("FOLIO_GEMM_FALLBACK", "1", 1);
+  auto fp32 = cuda_backend("fp32"), bf16 = cuda_backend("bf16");
+  auto tf32 = make_backend("cuda", 0, BackendOptions{"fp32", /*tf32=*/true});
+  auto unfused = cuda_backend("fp32", /*flash_attention=*/false);  // batched products
+  unsetenv("FOLIO_GEMM_FALLBACK");
+  check_matmul(*fp32, 64, 48, 40, kFp32Tolerance);
+  check_matmul(*fp32, 3, 5, 7, kFp32Tolerance);  // leading dimensions cuBLASLt's loads dislike
+  check_matmul(*bf16, 512, 384, 1536, kBf16Product);
+  check_matmul(*tf32, 256, 384, 384, 3e-3);  // TF32: a 10-bit mantissa, like bf16's 8 bits
+  check_attention(*unfused, {2, 70, 3, 10, 0.2f}, kFp32Tolerance, kFp32Tolerance);
+  for (const Backend* backend : {fp32.get(), bf16.get(), tf32.get(), unfused.get()})
+    EXPECT_GT(dynamic_cast<const CudaBackend&>(*backend).plain_cublas_products(), 0);
+}
+
 TEST_F(CudaOps, FlashAttentionInFp32) {
   auto backend = cuda_backend("fp32");
   check_attention(*backend, {2, 256, 6, 64, 0.2f}, kFp32Tolerance, kFp32Tolerance);  // the seed's
@@ -126,18 +145,37 @@ TEST_F(CudaOps, FlashAttentionInFp32) {
   check_attention(*backend, {3, 16, 3, 10, 0.2f}, kFp32Tolerance, kFp32Tolerance);  // tiny's
 }
 
+// Which attention kernels a backend ran (CudaBackend counts them): a silent fallback to another
+// path must fail the test that means to cover one.
+const CudaBackend::AttentionLaunches& launches(const Backend& backend) {
+  return dynamic_cast<const CudaBackend&>(backend).attention_launches();
+}
+
 TEST_F(CudaOps, FlashAttentionOnTensorCores) {
   auto backend = cuda_backend("bf16");
+  int cases = 0;
   for (int hs : {16, 32, 64, 128})
-    for (float p : {0.0f, 0.2f})
+    for (float p : {0.0f, 0.2f}) {
       check_attention(*backend, {2, 200, 3, hs, p}, kBf16Attention, kBf16AttentionGradient);
+      ++cases;
+    }
   check_attention(*backend, {2, 256, 6, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
   check_attention(*backend, {1, 7, 2, 64, 0.0f}, kBf16Attention, kBf16AttentionGradient);
+  cases += 2;
+  // Every case forward and backward on the tensor cores, none on the fp32 or unfused kernels.
+  EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
+  EXPECT_EQ(launches(*backend).tensor_core_backward, cases);
+  EXPECT_EQ(launches(*backend).fp32_flash_forward + launches(*backend).fp32_flash_backward +
+                launches(*backend).unfused_forward + launches(*backend).unfused_backward,
+            0);
 }
 
 TEST_F(CudaOps, HeadSizesTheTensorCoresTakeNotRunInFp32) {
   auto backend = cuda_backend("bf16");  // head size 10: the fp32 kernels, exact
   check_attention(*backend, {2, 70, 3, 10, 0.2f}, kFp32Tolerance, kFp32Tolerance);
+  EXPECT_EQ(launches(*backend).fp32_flash_forward, 1);
+  EXPECT_EQ(launches(*backend).fp32_flash_backward, 1);
+  EXPECT_EQ(launches(*backend).tensor_core_forward, 0);
 }
 
 TEST_F(CudaOps, UnfusedAttention) {

@@ -354,8 +354,10 @@ size_t CudaBackend::attention_saved_floats(int B, int T, int H, int head_size) c
 void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, int B, int T, int H,
                                     int hs, int q_start, const DropoutSpec& dropout) {
   if (B == 0 || q_start >= T) return;
-  if (!uses_flash_attention(hs))
+  if (!uses_flash_attention(hs)) {
+    ++attention_launches_.unfused_forward;
     return unfused_attention_forward(out, saved, qkv, B, T, H, hs, q_start, dropout);
+  }
   const size_t out_floats = size_t(B) * T * H * hs;
   cuda::AttentionForwardArgs args{};
   // Generation rewrites only the last rows: the bf16 copy would be partly stale.
@@ -374,8 +376,10 @@ void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, 
   args.dropout = {dropout, live_dropout_step()};
   if (uses_tensor_core_attention(hs)) {
     cuda::flash_attention_forward_bf16(args, stream_);
+    ++attention_launches_.tensor_core_forward;
   } else {
     cuda::flash_attention_forward_fp32(args, stream_);
+    ++attention_launches_.fp32_flash_forward;
   }
 }
 
@@ -383,8 +387,10 @@ void CudaBackend::attention_backward(float* dqkv, const float* dout, const float
                                      const float* saved, int B, int T, int H, int hs,
                                      const DropoutSpec& dropout) {
   if (B == 0 || T == 0) return;
-  if (!uses_flash_attention(hs))
+  if (!uses_flash_attention(hs)) {
+    ++attention_launches_.unfused_backward;
     return unfused_attention_backward(dqkv, dout, qkv, saved, B, T, H, hs, dropout);
+  }
   const cuda::AttentionShape shape{B, T, H, hs};
   const size_t rows = size_t(B) * H * T;
   auto* row_dot = static_cast<float*>(scratch(Scratch::kAttentionRowDot, rows * sizeof(float)));
@@ -403,8 +409,10 @@ void CudaBackend::attention_backward(float* dqkv, const float* dout, const float
   args.dropout = {dropout, live_dropout_step()};
   if (uses_tensor_core_attention(hs)) {
     cuda::flash_attention_backward_bf16(args, stream_);
+    ++attention_launches_.tensor_core_backward;
   } else {
     cuda::flash_attention_backward_fp32(args, stream_);
+    ++attention_launches_.fp32_flash_backward;
   }
 }
 

@@ -65,7 +65,7 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
     throw Error("the GPU " + gpu_name_ + " (sm_" + std::to_string(compute_major_) +
                 std::to_string(compute_minor_) +
                 ") is older than this folio's CUDA kernels were compiled for: rebuild with "
-                "-DCMAKE_CUDA_ARCHITECTURES=" +
+                "-DFOLIO_CUDA_ARCHS=" +
                 std::to_string(compute_major_) + std::to_string(compute_minor_) +
                 " (sm_80 or newer) or use --device cpu");
   }
@@ -82,14 +82,23 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
              "cudaMemsetAsync");
 }
 
+// Destructors never throw: after a kernel's fault every CUDA call fails with the same sticky
+// error, which check_cuda has usually thrown already; anything else is reported once.
 CudaBackend::~CudaBackend() {
-  if (capturing_) {
-    cudaGraph_t abandoned = nullptr;
-    if (cudaStreamEndCapture(stream_, &abandoned) == cudaSuccess && abandoned)
-      cudaGraphDestroy(abandoned);
-  }
-  cudaStreamSynchronize(stream_);  // memory below is freed only after the work using it is done
-  cudaStreamDestroy(stream_);
+  abandon_step_capture();
+  // Memory below is freed only after the work using it is done.
+  report_cuda_error_once(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  report_cuda_error_once(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+}
+
+void CudaBackend::abandon_step_capture() noexcept {
+  if (!capturing_) return;
+  capturing_ = false;
+  set_recording_step(false);
+  cudaGraph_t abandoned = nullptr;
+  if (cudaStreamEndCapture(stream_, &abandoned) == cudaSuccess && abandoned)
+    cudaGraphDestroy(abandoned);
+  cudaGetLastError();  // an invalidated recording is no error of its own
 }
 
 std::string CudaBackend::description() const {
@@ -143,10 +152,15 @@ void* CudaBackend::allocate(size_t bytes) {
   return pointer;
 }
 
-void CudaBackend::release(void* pointer) {
-  no_capture("release()");
+void CudaBackend::release(void* pointer) noexcept {
+  // Only an error unwinding through a recorded step frees memory while recording: end it first
+  // (cudaFree may not be recorded).
+  abandon_step_capture();
   auto allocation = allocations_.find(pointer);
-  if (allocation == allocations_.end()) throw Error("internal: release() of unknown memory");
+  if (allocation == allocations_.end()) {
+    report_cuda_error_once(cudaErrorInvalidDevicePointer, "release() of memory folio never allocated");
+    return;
+  }
   const char* begin = static_cast<const char*>(pointer);
   const char* end = begin + allocation->second;
   auto inside = [&](const float* p) {
@@ -155,7 +169,7 @@ void CudaBackend::release(void* pointer) {
   std::erase_if(bf16_copies_, [&](const Bf16Copy& copy) { return inside(copy.source); });
   if (mirror_.source != nullptr && inside(mirror_.source)) mirror_ = ParameterMirror{};
   allocations_.erase(allocation);
-  check_cuda(cudaFree(pointer), "cudaFree");
+  report_cuda_error_once(cudaFree(pointer), "cudaFree");
 }
 
 void* CudaBackend::scratch(Scratch slot, size_t bytes) {
@@ -244,11 +258,13 @@ void CudaBackend::begin_step_capture() {
   check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
              "cudaStreamBeginCapture");
   capturing_ = true;
+  set_recording_step(true);
 }
 
 void CudaBackend::end_step_capture() {
   if (!capturing_) throw Error("internal: end_step_capture() without begin_step_capture()");
   capturing_ = false;
+  set_recording_step(false);
   cudaGraph_t graph = nullptr;
   check_cuda(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
   cudaGraphExec_t instance = nullptr;
@@ -267,6 +283,11 @@ void CudaBackend::replay_step(const StepValues& values) {
   for (const RecordedCopy& copy : recorded_copies_)
     stage_copy_to_device(copy.device, copy.host, copy.bytes);
   check_cuda(cudaGraphLaunch(graph_.get(), stream_), "cudaGraphLaunch");
+  // FOLIO_CUDA_SYNC=1: a replayed step runs as one launch; --graph=false names its kernels.
+  if (sync_after_every_launch())
+    check_cuda(cudaStreamSynchronize(stream_),
+               "the replayed training step (FOLIO_CUDA_SYNC=1; `folio bench --graph=false` "
+               "checks its kernels one by one)");
 }
 
 }  // namespace folio

@@ -70,7 +70,8 @@ class CudaBackend final : public Backend {
   int threads() const override { return 1; }  // one host thread issues work to the stream
 
   void* allocate(size_t bytes) override;
-  void release(void* pointer) override;
+  // Never throws (DeviceBuffer's destructor calls it): a failure is reported once, by name.
+  void release(void* pointer) noexcept override;
   void copy_to_device(void* device, const void* host, size_t bytes) override;
   void copy_to_host(void* host, const void* device, size_t bytes) override;
   void copy_device(void* to, const void* from, size_t bytes) override;
@@ -127,6 +128,17 @@ class CudaBackend final : public Backend {
 
   void set_parameter_buffer(const float* parameters, size_t count) override;
   double peak_flops() const override;
+
+  // Which attention kernels ran, counted per launch of the op: the GPU tests assert that the
+  // path they mean to cover (the tensor cores' bf16 kernels, say) was the one taken.
+  struct AttentionLaunches {
+    int tensor_core_forward = 0, tensor_core_backward = 0;  // bf16 mma kernels
+    int fp32_flash_forward = 0, fp32_flash_backward = 0;    // flash-style on CUDA cores
+    int unfused_forward = 0, unfused_backward = 0;          // probabilities in memory
+  };
+  const AttentionLaunches& attention_launches() const { return attention_launches_; }
+  // Products the plain cuBLAS GEMM did because cuBLASLt had no algorithm (gemm.h).
+  int plain_cublas_products() const;
 
   bool supports_step_capture() const override { return true; }
   void begin_step_capture() override;
@@ -238,6 +250,9 @@ class CudaBackend final : public Backend {
   std::vector<RecordedCopy> recorded_copies_;
   DeviceMemory live_values_;  // one LiveStepValues
   CudaGraph graph_;
+  void abandon_step_capture() noexcept;  // ends a recording that an error cut short
+
+  AttentionLaunches attention_launches_;
 };
 
 }  // namespace folio

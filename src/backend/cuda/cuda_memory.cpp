@@ -1,10 +1,45 @@
 #include "backend/cuda/cuda_memory.h"
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
 
 namespace folio {
+
+namespace {
+
+// The last kernel check_launch saw, for errors that surface at a later call.
+std::atomic<const char*> last_kernel{nullptr};
+std::atomic<bool> error_reported{false};
+thread_local bool recording_step = false;
+
+std::string describe(cudaError_t status, const char* what) {
+  std::string text = std::string("CUDA error in ") + what + ": " + cudaGetErrorName(status) +
+                     " (" + cudaGetErrorString(status) + ")";
+  const char* kernel = last_kernel.load();
+  if (kernel != nullptr && std::strcmp(kernel, what) != 0 && !sync_after_every_launch())
+    text += std::string("; the last kernel launched was ") + kernel +
+            ": rerun with FOLIO_CUDA_SYNC=1 to name the kernel that failed";
+  return text;
+}
+
+}  // namespace
+
+bool sync_after_every_launch() {
+  static const bool sync = [] {
+    const char* value = std::getenv("FOLIO_CUDA_SYNC");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return sync;
+}
+
+void set_recording_step(bool recording) {
+  recording_step = recording;
+}
 
 void check_cuda(cudaError_t status, const char* what) {
   if (status == cudaSuccess) return;
@@ -13,22 +48,40 @@ void check_cuda(cudaError_t status, const char* what) {
     throw Error(std::string("out of GPU memory in ") + what +
                 ": use a smaller batch_size or block_size");
   }
-  throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(status) + " (" +
-              cudaGetErrorString(status) + ")");
+  error_reported = true;  // the exception carries the report
+  throw Error(describe(status, what));
+}
+
+void check_launch(const char* kernel) {
+  last_kernel = kernel;
+  check_cuda(cudaGetLastError(), kernel);
+  if (sync_after_every_launch() && !recording_step) {
+    const std::string what = std::string("kernel ") + kernel + " (FOLIO_CUDA_SYNC=1)";
+    check_cuda(cudaDeviceSynchronize(), what.c_str());
+  }
+}
+
+void report_cuda_error_once(cudaError_t status, const char* what) noexcept {
+  if (status == cudaSuccess || error_reported.exchange(true)) return;
+  try {
+    std::fprintf(stderr, "folio: error: %s\n", describe(status, what).c_str());
+  } catch (...) {  // describe() allocates: report what can be reported without it
+    std::fprintf(stderr, "folio: error: CUDA error in %s: %s\n", what, cudaGetErrorName(status));
+  }
 }
 
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(std::string("cuBLASLt error in ") + what + ": " + cublasLtGetStatusName(status) +
+  throw Error(std::string("cuBLAS error in ") + what + ": " + cublasLtGetStatusName(status) +
               " (" + cublasLtGetStatusString(status) + ")");
 }
 
-// Destructors must not throw: a failure to release during unwinding has nowhere to go.
+// Destructors must not throw: a failure to release (during unwinding, say) is reported once.
 void destroy_event(cudaEvent_t event) {
-  cudaEventDestroy(event);
+  report_cuda_error_once(cudaEventDestroy(event), "cudaEventDestroy");
 }
 void destroy_graph_exec(cudaGraphExec_t graph) {
-  cudaGraphExecDestroy(graph);
+  report_cuda_error_once(cudaGraphExecDestroy(graph), "cudaGraphExecDestroy");
 }
 
 CudaEvent make_event() {
@@ -44,7 +97,7 @@ void* DeviceAllocator::allocate(size_t bytes) {
   return pointer;
 }
 void DeviceAllocator::release(void* pointer) {
-  cudaFree(pointer);
+  report_cuda_error_once(cudaFree(pointer), "cudaFree");
 }
 
 void* PinnedAllocator::allocate(size_t bytes) {
@@ -53,7 +106,7 @@ void* PinnedAllocator::allocate(size_t bytes) {
   return pointer;
 }
 void PinnedAllocator::release(void* pointer) {
-  cudaFreeHost(pointer);
+  report_cuda_error_once(cudaFreeHost(pointer), "cudaFreeHost");
 }
 
 }  // namespace folio

@@ -10,13 +10,22 @@
 
 namespace folio {
 
-// Throws Error("CUDA error in <what>: <the runtime's message>") unless status is success.
+// Throws Error("CUDA error in <what>: <the runtime's message>") unless status is success. A
+// kernel's fault surfaces at a later call; the message then names the last kernel launched.
 void check_cuda(cudaError_t status, const char* what);
 void check_cublas(cublasStatus_t status, const char* what);
-// After a kernel launch: a bad configuration shows up here, not at the next call.
-inline void check_launch(const char* kernel) {
-  check_cuda(cudaGetLastError(), kernel);
-}
+// After a kernel launch: a bad configuration shows up here, not at the next call. With
+// FOLIO_CUDA_SYNC=1 in the environment (for debugging a first run) it also waits for the kernel
+// and checks it, so that a fault is reported with the name of the kernel that caused it; not
+// while a step is being recorded (nothing runs then), but after each replay.
+void check_launch(const char* kernel);
+bool sync_after_every_launch();  // FOLIO_CUDA_SYNC=1
+// Recording a step: check_launch must not synchronise then (it would break the recording).
+void set_recording_step(bool recording);
+// Where nothing may throw (destructors, release paths): prints `folio: error: CUDA error in
+// <what>: ...` once per process, and nothing when check_cuda has already thrown for an error
+// (the exception reports it; a sticky error then fails every later call too).
+void report_cuda_error_once(cudaError_t status, const char* what) noexcept;
 
 // Moves leave the source empty; the destructor releases whatever is held.
 template <typename Handle, void (*destroy)(Handle)>

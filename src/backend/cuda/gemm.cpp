@@ -1,5 +1,7 @@
 #include "backend/cuda/gemm.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -62,14 +64,17 @@ struct Gemm::Plan {
 
 Gemm::Gemm(size_t workspace_bytes) : workspace_(workspace_bytes) {
   check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
+  const char* fallback = std::getenv("FOLIO_GEMM_FALLBACK");
+  force_fallback_ = fallback != nullptr && std::strcmp(fallback, "1") == 0;
 }
 
 Gemm::~Gemm() {
   plans_.clear();
+  if (plain_handle_) cublasDestroy(plain_handle_);
   if (handle_) cublasLtDestroy(handle_);
 }
 
-const Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
+Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
   if (auto cached = plans_.find(key); cached != plans_.end()) return *cached->second;
 
   auto plan = std::make_unique<Plan>();
@@ -127,7 +132,7 @@ const Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
   // A refusal is remembered, not thrown: an epilogue cuBLASLt does not offer for these types is
   // done without it, and only a plain product without an algorithm is an error (in run()).
   plan->heuristic_status = status;
-  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0 && !force_fallback_) {
     plan->available = true;
     plan->algo = result.algo;
   }
@@ -165,22 +170,47 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
   const void* epilogue_vector = r.bias ? static_cast<const void*>(r.bias) : r.a_row_sums;
   key.align_bias = epilogue_vector ? alignment_of(epilogue_vector, 0) : 0;
 
-  const Plan& plan = plan_for(key);
-  if (!plan.available) {
-    if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return false;
-    throw Error("cuBLASLt has no algorithm for a " + std::to_string(r.M) + "x" +
-                std::to_string(r.K) + " by " + std::to_string(r.K) + "x" + std::to_string(r.N) +
-                " product (batch " + std::to_string(r.batch) + ")" +
-                (plan.heuristic_status == CUBLAS_STATUS_SUCCESS
-                     ? std::string()
-                     : std::string(": ") + cublasLtGetStatusString(plan.heuristic_status)));
+  Plan& plan = plan_for(key);
+  if (plan.available) {
+    if (epilogue_vector)
+      set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
+    const cublasStatus_t status =
+        cublasLtMatmul(handle_, plan.desc, &r.alpha, r.b.data, plan.a, r.a.data, plan.b, &r.beta,
+                       r.out, plan.d, r.out, plan.d, &plan.algo, workspace_.get(),
+                       workspace_.bytes(), stream);
+    if (status == CUBLAS_STATUS_SUCCESS) return true;
+    // The heuristic's algorithm refused at run time: never again for this shape.
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) check_cublas(status, "cublasLtMatmul");
+    plan.available = false;
   }
-  if (epilogue_vector) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
-  check_cublas(cublasLtMatmul(handle_, plan.desc, &r.alpha, r.b.data, plan.a, r.a.data, plan.b,
-                              &r.beta, r.out, plan.d, r.out, plan.d, &plan.algo, workspace_.get(),
-                              workspace_.bytes(), stream),
-               "cublasLtMatmul");
+  if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return false;  // the caller does without it
+  run_plain_cublas(r, stream);
   return true;
+}
+
+// The same product through the plain cuBLAS API, which has an algorithm for every shape and
+// alignment: the same column-major reading as above (its A is our b, its B our a).
+void Gemm::run_plain_cublas(const GemmRequest& r, cudaStream_t stream) {
+  if (plain_handle_ == nullptr) {
+    check_cublas(cublasCreate(&plain_handle_), "cublasCreate");
+    // Its own workspace would be allocated inside a recorded step: lend it cuBLASLt's (one
+    // stream, so the two never use it at once).
+    check_cublas(cublasSetWorkspace(plain_handle_, workspace_.get(), workspace_.bytes()),
+                 "cublasSetWorkspace");
+  }
+  check_cublas(cublasSetStream(plain_handle_, stream), "cublasSetStream");
+  const cudaDataType_t operand_type = r.precision == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      r.precision == GemmPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  check_cublas(
+      cublasGemmStridedBatchedEx(
+          plain_handle_, r.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+          r.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, r.N, r.M, r.K, &r.alpha, r.b.data,
+          operand_type, r.b.ld, r.batch > 1 ? r.b.batch_stride : 0, r.a.data, operand_type, r.a.ld,
+          r.batch > 1 ? r.a.batch_stride : 0, &r.beta, r.out, CUDA_R_32F, r.ld_out,
+          r.batch > 1 ? r.out_batch_stride : 0, r.batch, compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx");
+  ++plain_cublas_products_;
 }
 
 }  // namespace folio::cuda

@@ -8,8 +8,14 @@
 // is the same memory. The heuristic's choice is cached per shape, type, epilogue and pointer
 // alignment, so a shape always runs the same algorithm (same bits) and the host pays for the
 // heuristic once.
+//
+// When cuBLASLt has no algorithm for a product (or refuses one at run time), the plain cuBLAS
+// GEMM does it instead; an epilogue it cannot offer is refused (run() returns false) and the
+// caller adds the bias, or sums its gradient, in a kernel of its own. FOLIO_GEMM_FALLBACK=1 in
+// the environment takes those paths for every product (the GPU tests check them that way).
 #pragma once
 
+#include <cublas_v2.h>
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -57,10 +63,13 @@ class Gemm {
 
   // Enqueues the product on `stream`. Returns false, having enqueued nothing, when cuBLASLt has
   // no algorithm for the requested epilogue with these shapes and alignments (the caller then
-  // does without it); throws when it has none for the plain product.
+  // does without it); a plain product without one goes to cuBLAS.
   bool run(const GemmRequest& request, cudaStream_t stream);
+  // Products cuBLAS did because cuBLASLt had no algorithm for them.
+  int plain_cublas_products() const { return plain_cublas_products_; }
 
  private:
+  void run_plain_cublas(const GemmRequest& request, cudaStream_t stream);
   struct Plan;
   struct PlanKey {
     int precision, transpose_a, transpose_b, m, n, k, lda, ldb, ldd, batch, epilogue;
@@ -68,9 +77,12 @@ class Gemm {
     int align_a, align_b, align_d, align_bias;
     auto operator<=>(const PlanKey&) const = default;
   };
-  const Plan& plan_for(const PlanKey& key);
+  Plan& plan_for(const PlanKey& key);
 
   cublasLtHandle_t handle_ = nullptr;
+  cublasHandle_t plain_handle_ = nullptr;  // created when first needed
+  bool force_fallback_ = false;            // FOLIO_GEMM_FALLBACK=1
+  int plain_cublas_products_ = 0;
   DeviceMemory workspace_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };

@@ -46,6 +46,10 @@ const void* CudaBackend::matmul_operand(const float* x, size_t n, bool is_weight
                    : static_cast<const void*>(bf16_activation(x, n, fallback));
 }
 
+int CudaBackend::plain_cublas_products() const {
+  return gemm_->plain_cublas_products();
+}
+
 bool CudaBackend::try_gemm(const cuda::GemmRequest& request) {
   return gemm_->run(request, stream_);
 }
