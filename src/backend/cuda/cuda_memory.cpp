@@ -62,7 +62,9 @@ void check_launch(const char* kernel) {
 }
 
 void report_cuda_error_once(cudaError_t status, const char* what) noexcept {
-  if (status == cudaSuccess || error_reported.exchange(true)) return;
+  // At exit the runtime may be unloaded before the last release: nothing is wrong then.
+  if (status == cudaSuccess || status == cudaErrorCudartUnloading) return;
+  if (error_reported.exchange(true)) return;
   try {
     std::fprintf(stderr, "folio: error: %s\n", describe(status, what).c_str());
   } catch (...) {  // describe() allocates: report what can be reported without it
