@@ -178,8 +178,9 @@ TEST_F(CudaModel, StaysCloseToTheCpuInBf16) {
 
 // Training in bf16 follows training in fp32: 300 steps of shakespeare_char's model on a text
 // with a learnable rule (each token's successor is one of two, 50:50, so the loss can fall from
-// ln 65 = 4.17 to ln 2 = 0.69), the mean loss of every 25 steps within 5% of fp32's, and both
-// curves falling below 1.0. A skipped update, or a tensor that stops learning, leaves the bf16
+// ln 65 = 4.17 to ln 2 = 0.69), the mean loss of every 25 steps within 5% of fp32's (10% for the
+// first 25, where the loss falls fastest), and both curves ending below 0.8 (fp32 on the CPU was
+// at 1.03 after 25 steps). A skipped update, or a tensor that stops learning, leaves the bf16
 // curve behind.
 TEST_F(CudaModel, Bf16LossCurveFollowsFp32) {
   Config c = load_config("shakespeare_char");
@@ -215,11 +216,11 @@ TEST_F(CudaModel, Bf16LossCurveFollowsFp32) {
     }
   }
   for (size_t w = 0; w < windows["fp32"].size(); ++w)
-    EXPECT_NEAR(windows["bf16"][w] / windows["fp32"][w], 1.0, 0.05)
+    EXPECT_NEAR(windows["bf16"][w] / windows["fp32"][w], 1.0, w == 0 ? 0.10 : 0.05)
         << "steps " << w * kWindow << " to " << (w + 1) * kWindow << ": bf16 "
         << windows["bf16"][w] << ", fp32 " << windows["fp32"][w];
-  EXPECT_LT(windows["fp32"].back(), 1.0);
-  EXPECT_LT(windows["bf16"].back(), 1.0);
+  EXPECT_LT(windows["fp32"].back(), 0.8);
+  EXPECT_LT(windows["bf16"].back(), 0.8);
 }
 
 TEST_F(CudaModel, RerunsAreBitIdentical) {
