@@ -46,7 +46,9 @@ def main():
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        sys.exit("torch_gpu_peer: this PyTorch sees no CUDA GPU")
+        sys.exit(f"torch_gpu_peer: PyTorch {torch.__version__} of {sys.executable} sees no CUDA "
+                 f"GPU (torch.version.cuda = {torch.version.cuda}): run it with a Python whose "
+                 "PyTorch 2.x is built for CUDA, on a machine with a GPU")
     torch.set_default_device("cuda")
     torch.manual_seed(1337)
     cfg = torch_peer.read_preset(args.config)
