@@ -107,7 +107,8 @@ int prepare_command(Arguments& arguments) {
     TaskProgress progress("tokenising " + fs::path(*data).filename().string(),
                           double(corpus.size()), "bytes", StatusLine::standard_error());
     for (int s = 0; s < 2; ++s)
-      for (std::string_view block : ByteLevelBpe::cut_for_threads(splits[s], size_t(16) << 20)) {
+      for (std::string_view block : ByteLevelBpe::cut_for_threads(splits[s], size_t(16) << 20,
+                                                                  tokenizer.definition().pattern)) {
         const std::vector<TokenId> block_ids = tokenizer.encode(block, true, threads);
         ids[s].insert(ids[s].end(), block_ids.begin(), block_ids.end());
         progress.advance(double(block.size()));

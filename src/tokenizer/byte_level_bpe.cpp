@@ -216,7 +216,9 @@ void ByteLevelBpe::encode_ordinary(std::string_view text, std::vector<TokenId>& 
 }
 
 std::vector<std::string_view> ByteLevelBpe::cut_for_threads(std::string_view text,
-                                                            size_t target_bytes) {
+                                                            size_t target_bytes,
+                                                            const std::string& pattern) {
+  if (pattern != kGpt2Pattern) return {text};  // e.g. cl100k's pattern keeps "!\n" together
   std::vector<std::string_view> parts;
   size_t start = 0;
   while (text.size() - start > target_bytes) {
@@ -244,7 +246,7 @@ std::vector<TokenId> ByteLevelBpe::encode(std::string_view text, bool allow_spec
   std::vector<Part> parts;
   const auto add_text = [&](std::string_view stretch) {
     if (stretch.empty()) return;
-    for (std::string_view cut : cut_for_threads(stretch, size_t(1) << 18))
+    for (std::string_view cut : cut_for_threads(stretch, size_t(1) << 18, definition_.pattern))
       parts.push_back({cut, std::nullopt});
   };
   size_t start = 0;

@@ -65,8 +65,10 @@ class ByteLevelBpe {
   std::string decode(std::span<const TokenId> ids) const;
 
   // Cuts `text` into stretches no pre-token crosses, each about `target_bytes` long (split before a
-  // newline that follows a printable ASCII character): what the threads share out.
-  static std::vector<std::string_view> cut_for_threads(std::string_view text, size_t target_bytes);
+  // newline that follows a printable ASCII character): what the threads share out. That holds
+  // for GPT-2's pattern; text for any other `pattern` stays whole (one thread).
+  static std::vector<std::string_view> cut_for_threads(std::string_view text, size_t target_bytes,
+                                                       const std::string& pattern = kGpt2Pattern);
 
  private:
   struct Merge {

@@ -38,7 +38,7 @@ def byte_alphabet():
     return alphabet
 
 
-def tiktoken_encoding(files_dir):
+def tiktoken_encoding(files_dir, pattern=GPT2_PATTERN):
     """tiktoken's Encoding for GPT-2: ranks are the encoder's ids of the tokens' bytes."""
     require("tiktoken")
     import tiktoken
@@ -47,7 +47,7 @@ def tiktoken_encoding(files_dir):
         encoder = json.load(f)
     ranks = {bytes(decoder[c] for c in token): rank for token, rank in encoder.items()
              if token != END_OF_TEXT}
-    return tiktoken.Encoding("gpt2-local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+    return tiktoken.Encoding("gpt2-local", pat_str=pattern, mergeable_ranks=ranks,
                              special_tokens={END_OF_TEXT: encoder[END_OF_TEXT]})
 
 

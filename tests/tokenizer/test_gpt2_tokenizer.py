@@ -43,11 +43,11 @@ def split_at(ids, token):
     return parts + [current]
 
 
-def compare(what, items, got, expected):
-    """`got` and `expected` are id lists of the items joined by <|endoftext|>."""
+def compare(what, items, got, expected, eot=EOT):
+    """`got` and `expected` are id lists of the items joined by <|endoftext|> (id `eot`)."""
     if got == expected:
         return
-    for item, g, e in zip(items, split_at(got, EOT), split_at(expected, EOT)):
+    for item, g, e in zip(items, split_at(got, eot), split_at(expected, eot)):
         if g != e:
             failures.append(f"{what}: {item[:60]!r}: folio {g[:12]}... != {e[:12]}...")
             return
@@ -119,8 +119,34 @@ for threads in ("1", "2"):
         failures.append(f"tiny-Shakespeare on {threads} thread(s): {len(got)} ids, tiktoken "
                         f"{len(expected)}; first difference at id {first}")
 
+# 5. A tokenizer.json with its own regex, in GPT-4's and Llama 3's layout (a Split, then a
+# ByteLevel without regex): cl100k's pattern, in a BPE that HF's trainer learns here. Its lines
+# all end in punctuation, which cl100k's pattern keeps with the newline (a token "!\n"): where
+# folio cuts GPT-2 text for its threads would cut such pieces.
+CL100K = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+          r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+exclaimed = "".join(f"Line {i}, said he!\n" for i in range(40000))
+split_hf = Tokenizer(models.BPE())
+split_hf.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(CL100K), behavior="isolated"),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+split_hf.decoder = decoders.ByteLevel()
+split_hf.train_from_iterator(
+    [exclaimed, shakespeare],
+    trainers.BpeTrainer(vocab_size=1000, show_progress=False, special_tokens=[ref.END_OF_TEXT],
+                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+split_hf.save(os.path.join(work, "split.json"))
+texts = TEXTS + [shakespeare, exclaimed]
+expected = split_hf.encode(ref.END_OF_TEXT.join(texts)).ids
+got = json.loads(run_folio(os.path.join(work, "split.json"),
+                           ref.END_OF_TEXT.join(texts).encode(), "--threads", "2"))
+compare("encode, HF-trained tokenizer.json with cl100k's pattern", texts, got, expected,
+        split_hf.token_to_id(ref.END_OF_TEXT))
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
 print(f"folio = tiktoken = HF tokenizers on {len(TEXTS)} hostile texts, {len(BYTES)} invalid "
-      f"UTF-8 byte strings and tiny-Shakespeare ({len(expected)} tokens), from 3 file layouts")
+      "UTF-8 byte strings and tiny-Shakespeare, from 3 file layouts, and with cl100k's pattern "
+      "from a tokenizer.json")
