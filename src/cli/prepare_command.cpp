@@ -43,20 +43,18 @@ std::string read_corpus(const std::string& data) {
 // The byte offset of character int(n * fraction) of `text`, n its number of characters (an
 // invalid byte counts as one): where nanoGPT's prepare.py cuts train from val.
 size_t character_cut(std::string_view text, double fraction) {
-  std::vector<size_t> starts;
+  // The length of the character (or invalid byte) at `i`.
+  const auto step = [&](size_t i) {
+    if (PreTokenizer::valid_utf8_prefix(text.substr(i, 4)) == 0) return size_t(1);
+    const unsigned char lead = text[i];
+    return size_t(lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4);
+  };
+  size_t characters = 0;
+  for (size_t i = 0; i < text.size(); i += step(i)) ++characters;
+  const size_t cut = size_t(double(characters) * fraction);
   size_t i = 0;
-  while (i < text.size()) {
-    const size_t valid = PreTokenizer::valid_utf8_prefix(text.substr(i, 4));
-    starts.push_back(i);
-    if (valid == 0) {
-      ++i;
-    } else {
-      const unsigned char lead = text[i];
-      i += lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-    }
-  }
-  const size_t cut = size_t(double(starts.size()) * fraction);
-  return cut < starts.size() ? starts[cut] : text.size();
+  for (size_t k = 0; k < cut && i < text.size(); ++k) i += step(i);
+  return i;
 }
 
 }  // namespace
