@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "data/token_shards.h"
 #include "io/whole_file.h"
 #include "tokenizer/tokenizer_files.h"
 
@@ -35,7 +36,9 @@ int tokenize_command(Arguments& arguments) {
            "[--threads N]\n\n"
            "Prints the token ids of the text in FILE (standard input without --data) as one JSON\n"
            "array on one line; <|endoftext|> in the text is the special token. With --decode it\n"
-           "reads such an array and prints the text (exactly its bytes, no newline added).\n"
+           "reads such an array and prints the text (exactly its bytes, no newline added), or\n"
+           "with --data FILE.bin the token file folio prepare wrote (train.bin, "
+           "train_000000.bin).\n"
            "The tokenizer: gpt2 (GPT-2's, fetched once into ~/.cache/folio/gpt2), a folder with\n"
            "encoder.json + vocab.bpe or vocab.json + merges.txt, or a tokenizer.json (byte-level\n"
            "BPE). --threads (default: all cores) encodes long texts in parallel; the ids do not\n"
@@ -55,6 +58,14 @@ int tokenize_command(Arguments& arguments) {
       threads_text ? parse_int_option("threads", *threads_text, 1, 1024) : omp_get_max_threads();
 
   const ByteLevelBpe tokenizer = load_tokenizer(*spec);
+  if (decode && data && data->ends_with(".bin")) {  // a token file that folio prepare wrote
+    const TokenFile tokens(*data, layout_from_name(*data), tokenizer.vocab_size());
+    std::vector<TokenId> ids(tokens.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = tokens[i];
+    const std::string text = tokenizer.decode(ids);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
   const std::string input = read_input(data);
   if (decode) {
     std::vector<TokenId> ids;

@@ -147,6 +147,13 @@ TokenFile::TokenFile(TokenFile&& other) noexcept
       wide_(other.wide_),
       count_(other.count_) {}
 
+TokenFileLayout layout_from_name(const std::string& path) {
+  static const std::regex shard(".*_[0-9]+\\.bin");
+  return std::regex_match(std::filesystem::path(path).filename().string(), shard)
+             ? TokenFileLayout::kShard
+             : TokenFileLayout::kRawUint16;
+}
+
 std::vector<std::string> shard_paths(const std::string& dir, const std::string& split) {
   const std::regex name("(.*_)?" + split + "_[0-9]+\\.bin");
   std::vector<std::string> paths;

@@ -57,6 +57,10 @@ class TokenFile {
   size_t count_ = 0;
 };
 
+// The layout a file's name says: `..._NNNNNN.bin` is an llm.c shard, any other name nanoGPT's
+// raw uint16.
+TokenFileLayout layout_from_name(const std::string& path);
+
 // The llm.c shards of `split` ("train" or "val") in folder `dir`, in name order
 // (`<anything>_<split>_NNNNNN.bin` or `<split>_NNNNNN.bin`).
 std::vector<std::string> shard_paths(const std::string& dir, const std::string& split);

@@ -107,8 +107,42 @@ for args, words in ((["--data", data, "--tokenizer", os.path.join(work, "absent"
     if bad.returncode == 0 or len(lines) != 1 or words not in lines[0]:
         failures.append(f"prepare {args}: expected one error with '{words}', got {bad.stderr!r}")
 
+# 5. The files decode back to the text (`folio tokenize --decode --data FILE.bin` reads them
+# through the memory-mapping reader), and damaged ones get one error naming the file and the fix.
+def decode_file(path, tokenizer=gpt2_dir):
+    return subprocess.run([folio, "tokenize", "--tokenizer", tokenizer, "--decode", "--data", path],
+                          capture_output=True)
+
+
+shakespeare_out = os.path.join(work, "shakespeare")
+for name, part in (("val.bin", text[int(len(text) * 0.9):]),
+                   ("val_000000.bin", text[int(len(text) * 0.9):])):
+    if decode_file(os.path.join(shakespeare_out, name)).stdout != part.encode():
+        failures.append(f"{name} does not decode to the val text")
+with open(os.path.join(shakespeare_out, "val_000000.bin"), "rb") as f:
+    shard = f.read()
+small = os.path.join(work, "small.json")
+subprocess.run([folio, "tokenizer", "train", "--data", data, "--vocab_size", "300", "--out", small],
+               capture_output=True, check=True)
+damaged = {"magic_000000.bin": (b"\x07" + shard[1:], gpt2_dir, "wrong magic number"),
+           "cut_000000.bin": (shard[:-1], gpt2_dir, "truncated"),
+           "empty_000000.bin": (b"", gpt2_dir, "empty"),
+           "odd.bin": (b"abc", gpt2_dir, "cut short"),
+           "other_000000.bin": (shard, small, "not below the vocabulary size 300")}
+for name, (payload, tokenizer, words) in damaged.items():
+    path = os.path.join(work, name)
+    with open(path, "wb") as f:
+        f.write(payload)
+    bad = decode_file(path, tokenizer)
+    lines = bad.stderr.decode().strip().splitlines()
+    if (bad.returncode == 0 or len(lines) != 1 or words not in lines[0] or path not in lines[0]
+            or "folio prepare" not in lines[0]):
+        failures.append(f"{name}: expected one error naming the file, '{words}' and the fix, got "
+                        f"{bad.stderr!r}")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
 print(f"train.bin/val.bin and llm.c shards = tiktoken's ids ({len(expected['train'])} + "
-      f"{len(expected['val'])} tokens); documents; gpt2 cache and offline error")
+      f"{len(expected['val'])} tokens) and decode to the text; documents; gpt2 cache and offline "
+      "error; damaged token files refused")
