@@ -1,8 +1,10 @@
 #include "tokenizer/byte_level_bpe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <climits>
+#include <cstring>
 #include <queue>
 
 #include <omp.h>
@@ -25,6 +27,8 @@ std::array<char32_t, 256> byte_alphabet() {
   }
   return alphabet;
 }
+
+std::atomic<uint64_t> next_instance{1};  // see PieceCacheEntry
 
 const std::array<char32_t, 256>& alphabet() {
   static const std::array<char32_t, 256> table = byte_alphabet();
@@ -84,7 +88,9 @@ void ByteLevelBpe::PairTable::build(const std::vector<std::pair<TokenId, TokenId
 }
 
 ByteLevelBpe::ByteLevelBpe(BpeDefinition definition)
-    : definition_(std::move(definition)), pretokenizer_(definition_.pattern) {
+    : definition_(std::move(definition)),
+      pretokenizer_(definition_.pattern),
+      instance_(next_instance++) {
   const BpeDefinition& d = definition_;
   std::unordered_map<std::string, TokenId> ids;
   for (TokenId id = 0; id < d.tokens.size(); ++id)
@@ -211,8 +217,46 @@ void ByteLevelBpe::encode_long_piece(std::vector<TokenId>& symbols) const {
   symbols.resize(kept);
 }
 
+namespace {
+
+// Natural text repeats its pieces (" the", " and"), so each thread remembers the ids of the
+// short pieces it has encoded: a direct-mapped table, an entry replaced by the next piece that
+// hashes to its slot. Entries carry the tokenizer's instance number, so two tokenizers in one
+// process never share one.
+struct PieceCacheEntry {
+  uint64_t instance = 0;
+  uint8_t piece_size = 0, id_count = 0;
+  char piece[22];
+  TokenId ids[6];
+};
+constexpr size_t kPieceCacheSlots = size_t(1) << 15;
+
+}  // namespace
+
 void ByteLevelBpe::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
-  pretokenizer_.split(text, [&](std::string_view piece) { encode_piece(piece, out); });
+  thread_local std::vector<PieceCacheEntry> cache(kPieceCacheSlots);
+  pretokenizer_.split(text, [&](std::string_view piece) {
+    if (piece.size() < 2 || piece.size() > sizeof(PieceCacheEntry::piece)) {
+      encode_piece(piece, out);
+      return;
+    }
+    PieceCacheEntry& entry =
+        cache[(std::hash<std::string_view>()(piece) ^ instance_) & (kPieceCacheSlots - 1)];
+    if (entry.instance == instance_ && entry.piece_size == piece.size() &&
+        std::memcmp(entry.piece, piece.data(), piece.size()) == 0) {
+      out.insert(out.end(), entry.ids, entry.ids + entry.id_count);
+      return;
+    }
+    const size_t before = out.size();
+    encode_piece(piece, out);
+    const size_t count = out.size() - before;
+    if (count > std::size(entry.ids)) return;
+    entry.instance = instance_;
+    entry.piece_size = uint8_t(piece.size());
+    entry.id_count = uint8_t(count);
+    std::memcpy(entry.piece, piece.data(), piece.size());
+    std::copy(out.begin() + before, out.end(), entry.ids);
+  });
 }
 
 std::vector<std::string_view> ByteLevelBpe::cut_for_threads(std::string_view text,

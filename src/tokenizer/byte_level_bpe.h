@@ -105,6 +105,7 @@ class ByteLevelBpe {
   PairTable merges_;
   std::unordered_map<std::string, TokenId> whole_tokens_;  // for ignore_merges
   std::vector<std::pair<std::string, TokenId>> special_texts_;
+  uint64_t instance_;  // tells this tokenizer's entries in the per-thread piece cache apart
 };
 
 }  // namespace folio
