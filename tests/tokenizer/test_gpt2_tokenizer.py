@@ -22,7 +22,7 @@ failures = []
 
 
 def run_folio(tokenizer, payload, *extra):
-    path = os.path.join(work, "input.bin")
+    path = os.path.join(work, "input.dat")
     with open(path, "wb") as f:
         f.write(payload)
     result = subprocess.run([folio, "tokenize", "--tokenizer", tokenizer, "--data", path, *extra],
