@@ -109,8 +109,6 @@ TEST(ByteLevelBpe, SpecialTokenOnlyWhenAllowed) {
   EXPECT_THROW(bpe.decode(std::vector<TokenId>{9999}), Error);
 }
 
-// ---- token files ----
-
 std::string error_of(const std::function<void()>& action) {
   try {
     action();
@@ -119,6 +117,32 @@ std::string error_of(const std::function<void()>& action) {
   }
   return "";
 }
+
+TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
+  testing::TempDir dir;
+  const std::string vocab = R"("vocab": {"a": 0}, "merges": [])";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{", "not valid JSON"},
+      {R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})", "not a BPE"},
+      {R"({"model": {"type": "BPE", )" + vocab + R"(}, "pre_tokenizer": null})", "not ByteLevel"},
+      {R"({"model": {"type": "BPE", )" + vocab +
+           R"(}, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": "no"}})",
+       "not a tokenizer.json folio understands"},
+      {R"({"model": {"type": "BPE", )" + vocab + R"(}, "pre_tokenizer": {"type": "ByteLevel"}})",
+       "no token for the byte 0"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 4000000000}, "merges": []},
+           "pre_tokenizer": {"type": "ByteLevel"}})",
+       "not a small whole number"},
+  };
+  for (const auto& [text, expected] : cases) {
+    const std::string path = dir.write("tokenizer.json", text);
+    const std::string message = error_of([&] { load_tokenizer(path); });
+    EXPECT_NE(message.find(expected), std::string::npos) << text << " -> " << message;
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+  }
+}
+
+// ---- token files ----
 
 TEST(TokenFiles, RoundTripBothLayoutsAndWidths) {
   testing::TempDir dir;

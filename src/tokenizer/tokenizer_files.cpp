@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kCheckPath = "check the --tokenizer path and its permissions";
+constexpr uint64_t kMaxVocabulary = uint64_t(1) << 24;  // ids beyond are a damaged file
 
 nlohmann::json parse_json(const std::string& path) {
   try {
@@ -45,7 +46,7 @@ void read_vocab(const nlohmann::json& vocab, const std::set<std::string>& plain,
     throw Error(d.source +
                 " has no vocabulary (an object from token to id): is it a BPE tokenizer?");
   for (const auto& [text, id] : vocab.items()) {
-    if (!id.is_number_unsigned() || id.get<uint64_t>() >= (1u << 31))
+    if (!id.is_number_unsigned() || id.get<uint64_t>() >= kMaxVocabulary)
       throw Error(d.source + ": the id of token '" + text + "' is not a small whole number");
     const auto index = id.get<size_t>();
     if (index >= d.tokens.size()) d.tokens.resize(index + 1), d.used.resize(index + 1);
@@ -100,7 +101,9 @@ BpeDefinition read_vocab_and_merges(const std::string& vocab_json, const std::st
   return d;
 }
 
-BpeDefinition read_tokenizer_json(const std::string& path) {
+namespace {
+
+BpeDefinition parse_tokenizer_json(const std::string& path) {
   BpeDefinition d;
   d.source = path;
   const nlohmann::json file = parse_json(path);
@@ -159,6 +162,7 @@ BpeDefinition read_tokenizer_json(const std::string& path) {
   }
   for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array())) {
     const auto id = added.at("id").get<size_t>();
+    if (id >= kMaxVocabulary) throw refuse("an added token's id is over 16 million");
     const auto text = added.at("content").get<std::string>();
     if (id >= d.tokens.size()) d.tokens.resize(id + 1), d.used.resize(id + 1);
     d.tokens[id] = text;  // added tokens are plain text, not in the byte alphabet
@@ -166,6 +170,18 @@ BpeDefinition read_tokenizer_json(const std::string& path) {
     d.specials.push_back(TokenId(id));
   }
   return d;
+}
+
+}  // namespace
+
+BpeDefinition read_tokenizer_json(const std::string& path) {
+  try {
+    return parse_tokenizer_json(path);
+  } catch (const nlohmann::json::exception& error) {
+    // A field of the wrong type, or a missing one.
+    throw Error(path + " is not a tokenizer.json folio understands (" + error.what() +
+                "): pass the file as the tokenizers library saved it");
+  }
 }
 
 std::string tokenizer_json_text(const BpeDefinition& d) {
