@@ -74,8 +74,14 @@ train = read_raw(os.path.join(out, "train.bin")) if result.returncode == 0 else 
 if train != enc.encode(corpus[:cut], allowed_special="all"):
     failures.append(f"a folder of documents: train.bin is not the documents ended by "
                     f"<|endoftext|> ({result.stderr.strip()})")
-if not os.path.exists(os.path.join(out, "tokenizer.json")):
+written = os.path.join(out, "tokenizer.json")
+if not os.path.exists(written):
     failures.append("prepare did not write tokenizer.json beside the tokens")
+else:  # GPT-2's tokenizer as folio writes it: HF loads it and encodes as tiktoken does
+    from tokenizers import Tokenizer
+    sample = text[:5000] + ref.END_OF_TEXT + "  x\n\n  y 123456"
+    if Tokenizer.from_file(written).encode(sample).ids != enc.encode(sample, allowed_special="all"):
+        failures.append("HF encodes differently with the tokenizer.json prepare wrote")
 
 # 3. gpt2 from the cache; and without the network, one error that says what to do.
 cache = os.path.join(work, "cache")
