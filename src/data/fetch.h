@@ -15,4 +15,10 @@ inline constexpr const char* kTinyShakespearePath = "data/tinyshakespeare/input.
 // `configured` (the data key) when set; else the default path, fetched with curl if missing.
 std::string resolve_data_path(const std::string& configured);
 
+// Downloads `url` to `path` with curl (through `path`.download, renamed once its sha256 is
+// `sha256`). Failing, it removes the partial file and throws an Error that says why, then
+// `instead` (what the user can do without the network).
+void download_checked(const std::string& url, const std::string& sha256, const std::string& path,
+                      const std::string& instead);
+
 }  // namespace folio

@@ -1,0 +1,71 @@
+// folio tokenizer train --data FILE --vocab_size N --out tok.json: a byte-level BPE learnt from
+// your text, written as a Hugging Face tokenizer.json.
+#include <omp.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/whole_file.h"
+#include "progress/task_progress.h"
+#include "tokenizer/bpe_trainer.h"
+#include "tokenizer/tokenizer_files.h"
+
+namespace folio {
+
+int tokenizer_command(Arguments& arguments) {
+  const auto& positionals = arguments.positionals();
+  if (arguments.take_flag("help") || positionals.empty()) {
+    std::cout << "usage: folio tokenizer train --data FILE --vocab_size N --out tok.json "
+                 "[--threads N]\n\n"
+                 "Learns a byte-level BPE from the text in FILE, as GPT-2's tokenizer was made "
+                 "(GPT-2's\npre-tokenisation, the most frequent pair merged first), with N tokens: "
+                 "256 bytes,\nN - 257 merges and <|endoftext|> (the last id). Writes it as a "
+                 "tokenizer.json that Hugging\nFace tokenizers loads, and that folio tokenize and "
+                 "folio prepare take as --tokenizer.\n";
+    return positionals.empty() ? 2 : 0;
+  }
+  if (positionals[0] != "train" || positionals.size() != 1)
+    throw UsageError(
+        "folio tokenizer has one action, train: folio tokenizer train --data FILE "
+        "--vocab_size N --out tok.json");
+  const std::optional<std::string> data = arguments.take("data");
+  const std::optional<std::string> vocab_text = arguments.take("vocab_size");
+  const std::optional<std::string> out = arguments.take("out");
+  const std::optional<std::string> threads_text = arguments.take("threads");
+  arguments.expect_empty({"data", "vocab_size", "out", "threads", "help"});
+  if (!data || !vocab_text || !out)
+    throw UsageError("folio tokenizer train needs --data FILE --vocab_size N --out tok.json");
+  const int vocab_size = parse_int_option("vocab_size", *vocab_text, 257, 1 << 24);
+  const int threads =
+      threads_text ? parse_int_option("threads", *threads_text, 1, 1024) : omp_get_max_threads();
+
+  const std::string text = read_whole_file(*data, "check the path (--data FILE)");
+  if (text.empty()) throw Error(*data + " is empty: train on a text file with some text in it");
+
+  BpeTrainingReport report;
+  TaskProgress progress("learning merges", 1, "", StatusLine::standard_error());
+  const BpeDefinition tokenizer =
+      train_byte_level_bpe(text, size_t(vocab_size), threads, &report,
+                           [&](double fraction) { progress.set_done(fraction); });
+  progress.finish();
+  const std::string json = tokenizer_json_text(tokenizer);
+  write_whole_file(*out, json);
+  std::fprintf(stderr,
+               "folio: %zu tokens (%zu merges) from %zu distinct words in %.1f s (counting "
+               "%.1f s, merging %.1f s) -> %s\n",
+               tokenizer.tokens.size(), report.merges, report.words,
+               report.count_seconds + report.merge_seconds, report.count_seconds,
+               report.merge_seconds, out->c_str());
+  if (tokenizer.tokens.size() < size_t(vocab_size))
+    std::fprintf(stderr,
+                 "folio: the text ran out of pairs to merge: %zu tokens, not %d (a larger text "
+                 "gives more)\n",
+                 tokenizer.tokens.size(), vocab_size);
+  return 0;
+}
+
+}  // namespace folio

@@ -1,0 +1,286 @@
+#include "tokenizer/tokenizer_files.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/fetch.h"
+#include "io/whole_file.h"
+
+namespace folio {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kCheckPath = "check the --tokenizer path and its permissions";
+constexpr uint64_t kMaxVocabulary = uint64_t(1) << 24;  // ids beyond are a damaged file
+
+nlohmann::json parse_json(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_whole_file(path, kCheckPath));
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(path + " is not valid JSON (" + error.what() +
+                "): pass a tokenizer's own file, unedited");
+  }
+}
+
+// Token `text` in GPT-2's byte alphabet as bytes; a token outside the alphabet (an added token
+// such as "<pad>" written as plain text) stands for its own UTF-8 bytes when `plain_allowed`.
+std::string token_bytes(const std::string& text, const std::string& source, bool plain_allowed) {
+  if (std::optional<std::string> bytes = alphabet_to_bytes(text)) return *bytes;
+  if (plain_allowed) return text;
+  throw Error(source + ": the token '" + text +
+              "' is not in GPT-2's byte alphabet: folio reads byte-level BPE tokenizers only");
+}
+
+// Fills tokens/used from a JSON object token -> id; the `plain` tokens (special ones) are text.
+void read_vocab(const nlohmann::json& vocab, const std::set<std::string>& plain, BpeDefinition& d) {
+  if (!vocab.is_object() || vocab.empty())
+    throw Error(d.source +
+                " has no vocabulary (an object from token to id): is it a BPE tokenizer?");
+  for (const auto& [text, id] : vocab.items()) {
+    if (!id.is_number_unsigned() || id.get<uint64_t>() >= kMaxVocabulary)
+      throw Error(d.source + ": the id of token '" + text + "' is not a small whole number");
+    const auto index = id.get<size_t>();
+    if (index >= d.tokens.size()) d.tokens.resize(index + 1), d.used.resize(index + 1);
+    if (d.used[index])
+      throw Error(d.source + ": id " + std::to_string(index) + " is given to two tokens");
+    d.tokens[index] = token_bytes(text, d.source, plain.count(text) > 0);
+    d.used[index] = true;
+  }
+}
+
+// "left right" (merges.txt, and tokenizer.json before 0.20) or ["left", "right"].
+void add_merge(const std::string& left, const std::string& right,
+               const std::unordered_map<std::string, TokenId>& ids, BpeDefinition& d) {
+  const auto l = ids.find(left), r = ids.find(right);
+  if (l == ids.end() || r == ids.end())
+    throw Error(d.source + ": merge " + std::to_string(d.merges.size() + 1) + " ('" + left + " " +
+                right + "') names a token the vocabulary lacks: the files do not belong together");
+  d.merges.emplace_back(l->second, r->second);
+}
+
+std::unordered_map<std::string, TokenId> ids_by_text(const nlohmann::json& vocab) {
+  std::unordered_map<std::string, TokenId> ids;
+  for (const auto& [text, id] : vocab.items()) ids[text] = id.get<TokenId>();
+  return ids;
+}
+
+void add_merge_line(const std::string& line, const std::unordered_map<std::string, TokenId>& ids,
+                    BpeDefinition& d) {
+  const size_t space = line.find(' ');
+  if (space == std::string::npos || space == 0 || line.find(' ', space + 1) != std::string::npos)
+    throw Error(d.source + ": merge " + std::to_string(d.merges.size() + 1) + " ('" + line +
+                "') is not two tokens separated by one space");
+  add_merge(line.substr(0, space), line.substr(space + 1), ids, d);
+}
+
+}  // namespace
+
+BpeDefinition read_vocab_and_merges(const std::string& vocab_json, const std::string& merges) {
+  BpeDefinition d;
+  d.source = vocab_json + " + " + merges;
+  const nlohmann::json vocab = parse_json(vocab_json);
+  read_vocab(vocab, {kEndOfText}, d);
+  const auto ids = ids_by_text(vocab);
+  std::istringstream lines(read_whole_file(merges, kCheckPath));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    add_merge_line(line, ids, d);
+  }
+  if (const auto eot = ids.find(kEndOfText); eot != ids.end()) d.specials.push_back(eot->second);
+  return d;
+}
+
+namespace {
+
+BpeDefinition parse_tokenizer_json(const std::string& path) {
+  BpeDefinition d;
+  d.source = path;
+  const nlohmann::json file = parse_json(path);
+  const auto refuse = [&](const std::string& what) {
+    return Error(path + ": " + what +
+                 "; folio reads byte-level BPE tokenizers (GPT-2's kind): pass another "
+                 "tokenizer.json, or a folder with encoder.json + vocab.bpe");
+  };
+  const nlohmann::json model = file.value("model", nlohmann::json());
+  if (!model.is_object() || model.value("type", "BPE") != "BPE" || !model.contains("merges"))
+    throw refuse("its model is not a BPE");
+  if (!model.value("continuing_subword_prefix", nlohmann::json("")).is_null() &&
+      !model.value("continuing_subword_prefix", nlohmann::json("")).get<std::string>().empty())
+    throw refuse("its BPE has a continuing_subword_prefix");
+  if (!model.value("end_of_word_suffix", nlohmann::json("")).is_null() &&
+      !model.value("end_of_word_suffix", nlohmann::json("")).get<std::string>().empty())
+    throw refuse("its BPE has an end_of_word_suffix");
+  if (!file.value("normalizer", nlohmann::json()).is_null()) throw refuse("it has a normalizer");
+
+  // The pre-tokenizer: ByteLevel with its own (GPT-2's) regex, or a regex Split followed by a
+  // ByteLevel without one (the GPT-4 / Llama 3 layout).
+  const nlohmann::json pre = file.value("pre_tokenizer", nlohmann::json());
+  const auto byte_level = [&](const nlohmann::json& p, bool with_regex) {
+    if (!p.is_object() || p.value("type", "") != "ByteLevel") return false;
+    if (p.value("add_prefix_space", false))
+      throw refuse("its ByteLevel pre-tokenizer adds a prefix space, which folio does not");
+    return p.value("use_regex", true) == with_regex;
+  };
+  if (byte_level(pre, true)) {
+    d.pattern = kGpt2Pattern;
+  } else if (pre.is_object() && pre.value("type", "") == "Sequence" &&
+             pre.value("pretokenizers", nlohmann::json()).size() == 2 &&
+             pre["pretokenizers"][0].value("type", "") == "Split" &&
+             pre["pretokenizers"][0].value("behavior", "") == "Isolated" &&
+             !pre["pretokenizers"][0].value("invert", false) &&
+             pre["pretokenizers"][0]["pattern"].contains("Regex") &&
+             byte_level(pre["pretokenizers"][1], false)) {
+    d.pattern = pre["pretokenizers"][0]["pattern"]["Regex"].get<std::string>();
+  } else {
+    throw refuse("its pre-tokenizer is not ByteLevel");
+  }
+  d.ignore_merges = model.value("ignore_merges", false);
+
+  std::set<std::string> added_texts;
+  for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array()))
+    added_texts.insert(added.value("content", ""));
+  read_vocab(model["vocab"], added_texts, d);
+  const auto ids = ids_by_text(model["vocab"]);
+  for (const nlohmann::json& merge : model["merges"]) {
+    if (merge.is_string())
+      add_merge_line(merge.get<std::string>(), ids, d);
+    else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string())
+      add_merge(merge[0].get<std::string>(), merge[1].get<std::string>(), ids, d);
+    else
+      throw refuse("a merge is neither \"a b\" nor [\"a\", \"b\"]");
+  }
+  for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array())) {
+    const auto id = added.at("id").get<size_t>();
+    if (id >= kMaxVocabulary) throw refuse("an added token's id is over 16 million");
+    const auto text = added.at("content").get<std::string>();
+    if (id >= d.tokens.size()) d.tokens.resize(id + 1), d.used.resize(id + 1);
+    d.tokens[id] = text;  // added tokens are plain text, not in the byte alphabet
+    d.used[id] = true;
+    d.specials.push_back(TokenId(id));
+  }
+  return d;
+}
+
+}  // namespace
+
+BpeDefinition read_tokenizer_json(const std::string& path) {
+  try {
+    return parse_tokenizer_json(path);
+  } catch (const nlohmann::json::exception& error) {
+    // A field of the wrong type, or a missing one.
+    throw Error(path + " is not a tokenizer.json folio understands (" + error.what() +
+                "): pass the file as the tokenizers library saved it");
+  }
+}
+
+std::string tokenizer_json_text(const BpeDefinition& d) {
+  using ordered = nlohmann::ordered_json;
+  ordered vocab = ordered::object();
+  std::vector<bool> special(d.tokens.size(), false);
+  for (TokenId id : d.specials) special[id] = true;
+  for (TokenId id = 0; id < d.tokens.size(); ++id)
+    if (d.used[id]) vocab[special[id] ? d.tokens[id] : bytes_to_alphabet(d.tokens[id])] = id;
+  ordered merges = ordered::array();
+  for (const auto& [left, right] : d.merges)
+    merges.push_back(bytes_to_alphabet(d.tokens[left]) + " " + bytes_to_alphabet(d.tokens[right]));
+  ordered added = ordered::array();
+  for (TokenId id : d.specials)
+    added.push_back({{"id", id},
+                     {"content", d.tokens[id]},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
+  const ordered byte_level = {{"type", "ByteLevel"},
+                              {"add_prefix_space", false},
+                              {"trim_offsets", true},
+                              {"use_regex", true}};
+  ordered file = {{"version", "1.0"},
+                  {"truncation", nullptr},
+                  {"padding", nullptr},
+                  {"added_tokens", added},
+                  {"normalizer", nullptr},
+                  {"pre_tokenizer", byte_level},
+                  {"post_processor", nullptr},
+                  {"decoder", byte_level},
+                  {"model",
+                   {{"type", "BPE"},
+                    {"dropout", nullptr},
+                    {"unk_token", nullptr},
+                    {"continuing_subword_prefix", ""},
+                    {"end_of_word_suffix", ""},
+                    {"fuse_unk", false},
+                    {"byte_fallback", false},
+                    {"ignore_merges", d.ignore_merges},
+                    {"vocab", vocab},
+                    {"merges", merges}}}};
+  if (d.pattern != kGpt2Pattern)
+    throw Error("only tokenizers with GPT-2's pre-tokenisation can be written as tokenizer.json");
+  return file.dump(1) + "\n";
+}
+
+std::string gpt2_tokenizer_dir() {
+  std::string base;
+  if (const char* folio = std::getenv("FOLIO_CACHE_DIR"); folio && *folio)
+    base = folio;
+  else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    base = std::string(xdg) + "/folio";
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    base = std::string(home) + "/.cache/folio";
+  else
+    base = ".cache/folio";
+  const std::string dir = base + "/gpt2";
+  const struct {
+    const char *name, *url, *sha256;
+  } files[] = {{"encoder.json", kGpt2EncoderUrl, kGpt2EncoderSha256},
+               {"vocab.bpe", kGpt2MergesUrl, kGpt2MergesSha256}};
+  for (const auto& file : files) {
+    const std::string path = dir + "/" + file.name;
+    if (fs::exists(path)) continue;
+    std::fprintf(stderr, "folio: fetching GPT-2's %s from %s\n", file.name, file.url);
+    download_checked(file.url, file.sha256, path,
+                     std::string("GPT-2's tokenizer is not in the cache ") + dir +
+                         "; put encoder.json and vocab.bpe (from "
+                         "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/) there, "
+                         "or pass --tokenizer DIR (a folder with encoder.json + vocab.bpe, or "
+                         "vocab.json + merges.txt) or --tokenizer FILE (a tokenizer.json)");
+  }
+  return dir;
+}
+
+ByteLevelBpe load_tokenizer(const std::string& spec) {
+  if (spec == "gpt2") {
+    const std::string dir = gpt2_tokenizer_dir();
+    return ByteLevelBpe(read_vocab_and_merges(dir + "/encoder.json", dir + "/vocab.bpe"));
+  }
+  if (fs::is_directory(spec)) {
+    const fs::path dir(spec);
+    if (fs::exists(dir / "encoder.json") && fs::exists(dir / "vocab.bpe"))
+      return ByteLevelBpe(read_vocab_and_merges(dir / "encoder.json", dir / "vocab.bpe"));
+    if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt"))
+      return ByteLevelBpe(read_vocab_and_merges(dir / "vocab.json", dir / "merges.txt"));
+    if (fs::exists(dir / "tokenizer.json"))
+      return ByteLevelBpe(read_tokenizer_json(dir / "tokenizer.json"));
+    throw Error("the folder " + spec +
+                " holds no tokenizer: it needs encoder.json + vocab.bpe, vocab.json + merges.txt, "
+                "or tokenizer.json");
+  }
+  if (fs::is_regular_file(spec)) return ByteLevelBpe(read_tokenizer_json(spec));
+  throw Error("--tokenizer " + spec +
+              " is neither gpt2, a folder nor a file: pass gpt2, a folder with encoder.json + "
+              "vocab.bpe (or vocab.json + merges.txt), or a tokenizer.json");
+}
+
+}  // namespace folio

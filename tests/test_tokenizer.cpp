@@ -1,0 +1,219 @@
+// The byte-level BPE's parts that the comparison with tiktoken (tests/tokenizer/) does not see
+// one by one: GPT-2's pre-tokenisation, invalid UTF-8, the merge loop on long pieces, and the
+// token files' writer and reader with every kind of damage.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "data/token_shards.h"
+#include "test_helpers.h"
+#include "tokenizer/bpe_trainer.h"
+#include "tokenizer/byte_level_bpe.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_files.h"
+
+namespace folio {
+namespace {
+
+using Pieces = std::vector<std::string_view>;
+
+TEST(PreTokenizer, SplitsAsGpt2) {
+  const PreTokenizer gpt2;
+  // The last space of a run goes with the next word (\s+(?!\S)); a run at the end stays whole.
+  EXPECT_EQ(gpt2.split("a   b"), (Pieces{"a", "  ", " b"}));
+  EXPECT_EQ(gpt2.split("end   "), (Pieces{"end", "   "}));
+  EXPECT_EQ(gpt2.split("I'm don't"), (Pieces{"I", "'m", " don", "'t"}));
+  EXPECT_EQ(gpt2.split("x 123!!"), (Pieces{"x", " 123", "!!"}));
+  EXPECT_EQ(gpt2.split("\n\nHi"), (Pieces{"\n", "\n", "Hi"}));
+  EXPECT_EQ(gpt2.split("caf\u00e9 \u65e5\u672c"), (Pieces{"caf\u00e9", " \u65e5\u672c"}));
+}
+
+TEST(PreTokenizer, InvalidUtf8RunsArePiecesOfTheirOwn) {
+  const PreTokenizer gpt2;
+  EXPECT_EQ(gpt2.split("ab\xff\xfe cd"), (Pieces{"ab", "\xff\xfe", " cd"}));
+  // A cut-off character followed by a whole one: only the cut-off bytes are invalid.
+  EXPECT_EQ(gpt2.split("\xe2\x82\xe2\x82\xac"), (Pieces{"\xe2\x82", "\xe2\x82\xac"}));
+  EXPECT_EQ(PreTokenizer::valid_utf8_prefix("ok\xed\xa0\x80"), 2u);  // a surrogate
+  EXPECT_EQ(PreTokenizer::invalid_utf8_prefix("\xc0\xaf"
+                                              "a"),
+            2u);                                                       // an overlong '/'
+  EXPECT_EQ(PreTokenizer::valid_utf8_prefix("\xf4\x8f\xbf\xbf"), 4u);  // U+10FFFF
+  EXPECT_EQ(PreTokenizer::valid_utf8_prefix("\xf4\x90\x80\x80"), 0u);  // above it
+}
+
+// BPE written the slow, obvious way: merge the adjacent pair of lowest rank (leftmost of equals)
+// until none has a merge.
+std::vector<TokenId> reference_bpe(const BpeDefinition& d, std::string_view piece) {
+  std::map<std::pair<TokenId, TokenId>, size_t> rank;
+  for (size_t r = 0; r < d.merges.size(); ++r) rank.emplace(d.merges[r], r);
+  std::map<std::string, TokenId> id_of;
+  for (TokenId id = 0; id < d.tokens.size(); ++id) id_of[d.tokens[id]] = id;
+  std::vector<TokenId> s;
+  for (char b : piece) s.push_back(id_of.at(std::string(1, b)));
+  for (;;) {
+    size_t best = s.size(), best_rank = SIZE_MAX;
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      const auto found = rank.find({s[i], s[i + 1]});
+      if (found != rank.end() && found->second < best_rank) best = i, best_rank = found->second;
+    }
+    if (best == s.size()) return s;
+    s[best] = id_of.at(d.tokens[s[best]] + d.tokens[s[best + 1]]);
+    s.erase(s.begin() + best + 1);
+  }
+}
+
+TEST(ByteLevelBpe, ShortAndLongPiecesMergeAsTheDefinitionSays) {
+  // Words of a three-letter alphabet: pieces up to 64 bytes take the scan, longer ones the heap.
+  std::mt19937 random(7);
+  std::string text;
+  for (int w = 0; w < 3000; ++w) {
+    text += ' ';
+    for (int k = 0, n = 2 + random() % 8; k < n; ++k) text += "abc"[random() % 3];
+  }
+  const ByteLevelBpe bpe(train_byte_level_bpe(text, 400, 1));
+  for (size_t n : {2, 5, 17, 64, 65, 100, 333, 2000}) {
+    std::string word;
+    for (size_t k = 0; k < n; ++k) word += "abc"[random() % 3];
+    EXPECT_EQ(bpe.encode(word), reference_bpe(bpe.definition(), word)) << n;
+    EXPECT_EQ(bpe.decode(bpe.encode(word)), word);
+  }
+}
+
+TEST(ByteLevelBpe, EncodesTheSameOnAnyNumberOfThreads) {
+  std::string text;
+  for (int i = 0; i < 40000; ++i) text += "Line " + std::to_string(i) + ":  some words\n\n";
+  // Runs of three newlines teach a "\n\n" token, which a cut just after "\n\n" would wrongly
+  // produce (alone at the end of a stretch, `\s+(?!\S)` takes both newlines).
+  std::string training = text;
+  for (int i = 0; i < 1000; ++i) training += "a\n\n\nb ";
+  const ByteLevelBpe bpe(train_byte_level_bpe(training, 400, 2));
+  const std::vector<TokenId> one = bpe.encode(text, false, 1);
+  EXPECT_GT(ByteLevelBpe::cut_for_threads(text, 1 << 18).size(), 2u);
+  EXPECT_EQ(bpe.encode(text, false, 2), one);
+  std::vector<TokenId> whole;
+  bpe.encode_ordinary(text, whole);  // no cuts at all
+  EXPECT_EQ(whole, one);
+  EXPECT_EQ(bpe.decode(one), text);
+}
+
+TEST(ByteLevelBpe, SpecialTokenOnlyWhenAllowed) {
+  const ByteLevelBpe bpe(train_byte_level_bpe("hello world", 260, 1));
+  const TokenId eot = *bpe.special_token(kEndOfText);
+  EXPECT_EQ(eot, 259u);
+  EXPECT_EQ(bpe.encode("a<|endoftext|>b", true),
+            (std::vector<TokenId>{bpe.encode("a")[0], eot, bpe.encode("b")[0]}));
+  EXPECT_EQ(bpe.encode("<|endoftext|>", false).size(), 13u);  // thirteen bytes, no merges
+  EXPECT_THROW(bpe.decode(std::vector<TokenId>{9999}), Error);
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
+  testing::TempDir dir;
+  const std::string vocab = R"("vocab": {"a": 0}, "merges": [])";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{", "not valid JSON"},
+      {R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})", "not a BPE"},
+      {R"({"model": {"type": "BPE", )" + vocab + R"(}, "pre_tokenizer": null})", "not ByteLevel"},
+      {R"({"model": {"type": "BPE", )" + vocab +
+           R"(}, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": "no"}})",
+       "not a tokenizer.json folio understands"},
+      {R"({"model": {"type": "BPE", )" + vocab + R"(}, "pre_tokenizer": {"type": "ByteLevel"}})",
+       "no token for the byte 0"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 4000000000}, "merges": []},
+           "pre_tokenizer": {"type": "ByteLevel"}})",
+       "not a small whole number"},
+  };
+  for (const auto& [text, expected] : cases) {
+    const std::string path = dir.write("tokenizer.json", text);
+    const std::string message = error_of([&] { load_tokenizer(path); });
+    EXPECT_NE(message.find(expected), std::string::npos) << text << " -> " << message;
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+  }
+}
+
+// ---- token files ----
+
+TEST(TokenFiles, RoundTripBothLayoutsAndWidths) {
+  testing::TempDir dir;
+  std::vector<uint32_t> ids(1000);
+  std::iota(ids.begin(), ids.end(), 40000);
+  write_token_file(dir.file("a.bin"), TokenFileLayout::kRawUint16, ids, 50257);
+  write_token_file(dir.file("train_000000.bin"), TokenFileLayout::kShard, ids, 50257);
+  write_token_file(dir.file("train_000001.bin"), TokenFileLayout::kShard, ids, 128256);
+  const TokenFile raw(dir.file("a.bin"), TokenFileLayout::kRawUint16, 50257);
+  const TokenFile narrow(dir.file("train_000000.bin"), TokenFileLayout::kShard, 50257);
+  const TokenFile wide(dir.file("train_000001.bin"), TokenFileLayout::kShard, 128256);
+  ASSERT_EQ(raw.size(), 1000u);
+  ASSERT_EQ(narrow.size(), 1000u);
+  ASSERT_EQ(wide.size(), 1000u);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(raw[i], ids[i]);
+    EXPECT_EQ(narrow[i], ids[i]);
+    EXPECT_EQ(wide[i], ids[i]);
+  }
+  EXPECT_EQ(std::filesystem::file_size(dir.file("train_000000.bin")), 1024u + 2000u);
+  EXPECT_EQ(std::filesystem::file_size(dir.file("train_000001.bin")), 1024u + 4000u);
+  int32_t header[3];
+  std::ifstream(dir.file("train_000001.bin"), std::ios::binary)
+      .read(reinterpret_cast<char*>(header), 12);
+  EXPECT_EQ(header[0], 20240801);
+  EXPECT_EQ(header[1], 7);
+  EXPECT_EQ(shard_paths(dir.file(""), "train"),
+            (std::vector<std::string>{dir.file("train_000000.bin"), dir.file("train_000001.bin")}));
+  EXPECT_NE(error_of([&] {
+              write_token_file(dir.file("b.bin"), TokenFileLayout::kRawUint16, ids, 128256);
+            }).find("uint16"),
+            std::string::npos);
+}
+
+TEST(TokenFiles, DamageGetsOneErrorNamingTheFileAndTheFix) {
+  testing::TempDir dir;
+  const std::vector<uint32_t> ids = {1, 2, 3, 50000};
+  const std::string good = dir.file("good.bin");
+  write_token_file(good, TokenFileLayout::kShard, ids, 50257);
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  struct Case {
+    std::string name, bytes, expected;
+    size_t vocab = 50257;
+  };
+  std::string wrong_magic = bytes, empty_header = bytes;
+  wrong_magic[0] = 7;
+  std::memset(&empty_header[8], 0, 4);
+  const std::vector<Case> cases = {
+      {"magic.bin", wrong_magic, "wrong magic number"},
+      {"truncated.bin", bytes.substr(0, bytes.size() - 1), "truncated"},
+      {"header_only.bin", bytes.substr(0, 100), "cut short"},
+      {"empty.bin", "", "empty"},
+      {"no_tokens.bin", empty_header.substr(0, 1024), "no tokens"},
+      {"vocab.bin", bytes, "not below the vocabulary size 50000", 50000},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.write(c.name, c.bytes);
+    const std::string message =
+        error_of([&] { TokenFile(path, TokenFileLayout::kShard, c.vocab); });
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.name << ": " << message;
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find("folio prepare"), std::string::npos) << message;
+  }
+  const std::string odd = dir.write("odd.bin", "abc");
+  EXPECT_NE(error_of([&] { TokenFile(odd, TokenFileLayout::kRawUint16, 50257); }).find("cut short"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace folio
