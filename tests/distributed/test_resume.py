@@ -148,7 +148,7 @@ def stop_with_signals(folio, data, work):
     process = subprocess.Popen([folio, "train", "--config", "shakespeare_char", "--data", data,
                                 "--out_dir", os.path.join(work, "signals", "twice"),
                                 "--batch_size=16", "--eval_iters=1", "--sample_tokens=0"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env=environment())
     time.sleep(3.0)
     process.send_signal(signal.SIGINT)

@@ -41,7 +41,9 @@ def diagnosis(wrong, decayed, undecayed):
     if "exp_avg" in quantities:
         return "both moments (betas swapped, or the gradients clipped differently)"
     tensors = {name for _, name in wrong}
-    if tensors == decayed or tensors == undecayed:
+    # Only decayed, or only undecayed tensors wrong (a zero bias decays to zero, so not all of a
+    # group need show it): the decay. A wrong update from the moments touches both groups.
+    if decayed and undecayed and (tensors <= decayed or tensors <= undecayed):
         return "weight decay (applied to the wrong parameters, or with the wrong factor)"
     return "the update from the moments (bias correction, learning rate or eps)"
 
@@ -88,7 +90,8 @@ def main(dump_dir):
                     wrong.append((quantity, name, error))
         if wrong:
             quantity, name, error = wrong[0]
-            failures.append(f"step {step}: {len(wrong)} tensors differ, first {quantity} of {name} "
+            failures.append(f"step {step}: {len(wrong)} of {3 * len(names)} tensor comparisons differ, "
+                            f"first {quantity} of {name} "
                             f"(relative error {error:.3e}, tolerance {TOLERANCE:.0e}); points to "
                             + diagnosis([(q, n) for q, n, _ in wrong], decayed, undecayed))
             break  # later steps only repeat it
