@@ -11,7 +11,9 @@ folio's dropout masks, and checks, per tensor, ||folio - torch|| / ||torch|| in 
     lr * g / (|g| + eps): a gradient element near eps = 1e-8, where the fp32 summation order of
     two correct implementations (oneDNN's AVX2 and AVX-512 kernels differ) is a sizeable part of
     it, moves by a visibly different amount, so no tolerance on a tensor's norm holds on every
-    CPU. The largest share of its bound any element uses is printed, so the margin stays visible.
+    CPU. The largest share of its bound any element uses is printed: close to 1 by construction
+    wherever two gradients nearly agree (the bound is then the first-order difference itself,
+    plus the rounding slack); a wrong step exceeds it.
 
 ReLU's kink: a pre-activation within fp32 rounding of zero (two correct summation orders differ by
 ~1e-6 there) may land on either side in folio and in PyTorch, and one such element flips a hidden
