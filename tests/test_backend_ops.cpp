@@ -197,13 +197,20 @@ TEST_P(BackendOps, AttentionRecomputesOnlyTheRowsAfterQStart) {
   Doubles out(size_t(T) * A), probs(size_t(H) * T * T);
   reference::attention_forward(out.data(), probs.data(), widen(qkv).data(), B, T, H, hs, 0,
                                no_dropout());
-  Floats start(out.begin(), out.end());
-  for (size_t i = size_t(q_start) * A; i < start.size(); ++i) start[i] = std::nanf("");
+  // Kept rows hold sentinels (which the cache would hold: nothing may recompute or clear them),
+  // the rest NaN (everything there must be written).
+  const size_t kept = size_t(q_start) * A;
+  Floats start(out.size(), std::nanf(""));
+  for (size_t i = 0; i < kept; ++i) start[i] = 1000.0f + static_cast<float>(i);
   auto d_qkv = upload(qkv), d_out = upload(start);
   auto d_saved = zeros(backend_->attention_saved_floats(B, T, H, hs));
   backend_->attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H,
                               hs, q_start, no_dropout());
-  EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+  const Floats got = download(d_out, out.size());
+  EXPECT_EQ(Floats(got.begin(), got.begin() + kept), Floats(start.begin(), start.begin() + kept))
+      << "rows before q_start were written";
+  const Floats computed(got.begin() + kept, got.end());
+  EXPECT_LT(relative_error(computed, Doubles(out.begin() + kept, out.end())), kTolerance);
 }
 
 TEST_P(BackendOps, Activation) {

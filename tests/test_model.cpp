@@ -2,7 +2,10 @@
 // dropout, generation and checkpoints. (Numerics against PyTorch: tests/torch/.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <set>
 
 #include "config/presets.h"
 #include "io/checkpoint.h"
@@ -73,17 +76,26 @@ TEST(Model, InitialisationFollowsTheRecipe) {
   EXPECT_EQ(p[model.layout().at("ln_f.weight").offset], 1.0f);
 }
 
-TEST(Model, KeyValueCacheGivesTheLogitsOfAFullForward) {
+TEST(Model, KeyValueCacheGivesTheLogitsOfAFullForwardAtEveryPosition) {
+  // Tokens fed one at a time, each forward computing only the new row. Before each, every other
+  // position of the token buffer is overwritten: only the cached keys and values of the earlier
+  // rows can still give the original sequence's logits; a full recompute would see other tokens.
   auto backend = cpu();
   const Config c = small_config();
-  GPT model(*backend, ModelShape::from_config(c, 65));
+  const int T = c.block_size, V = 65;
+  GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
   model.initialize(3, 0.2, false);  // larger weights make differences visible
-  const auto tokens = random_tokens(16, 65, 4);
-  model.forward(tokens.data(), nullptr, 1, 16, DropoutContext{});
-  const std::vector<float> full = model.logits_row(0, 15);
-  model.forward(tokens.data(), nullptr, 1, 9, DropoutContext{});
-  for (int t = 10; t <= 16; ++t) model.forward(tokens.data(), nullptr, 1, t, DropoutContext{}, t - 1);
-  EXPECT_LT(relative_error(model.logits_row(0, 15), full), 1e-6);
+  reference.initialize(3, 0.2, false);
+  const auto tokens = random_tokens(T, V, 4);
+  reference.forward(tokens.data(), nullptr, 1, T, DropoutContext{});
+  const std::vector<float> full = reference.read_logits();  // (1, T, V)
+  for (int t = 1; t <= T; ++t) {
+    std::vector<int32_t> fed = random_tokens(T, V, 100 + t);
+    fed[t - 1] = tokens[t - 1];
+    model.forward(fed.data(), nullptr, 1, t, DropoutContext{}, t - 1);
+    const std::vector<float> expected(full.begin() + (t - 1) * V, full.begin() + t * V);
+    EXPECT_LT(relative_error(model.logits_row(0, t - 1), expected), 1e-6) << "position " << t - 1;
+  }
 }
 
 TEST(Model, MicroBatchesAccumulateTheGradientOfTheWholeBatchWithDropout) {
@@ -130,16 +142,101 @@ TEST(Model, GenerationIsDeterministicPerSeed) {
   EXPECT_EQ(generate(model, {1, 2}, options, 0, nullptr), generate(model, {1, 2}, options, 5, nullptr));
 }
 
-TEST(Sampling, TopKAndTopPCutTheTail) {
-  const std::vector<float> logits = {0.0f, 3.0f, 2.0f, -1.0f, 2.9f};
+int32_t argmax(const std::vector<float>& values) {
+  return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
+}
+
+TEST(Generation, GreedyIsTheArgmaxOfAFullForwardOverTheLastBlockSizeTokens) {
+  // Every generated token against an independent full forward (a second model with the same
+  // weights, so no cache is shared) over the last block_size tokens: while the context grows (the
+  // key/value cache), and past block_size, where the seed crops the context.
+  auto backend = cpu();
+  const Config c = small_config();
+  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
+  model.initialize(c.seed, 0.5, false);
+  reference.initialize(c.seed, 0.5, false);
   SamplingOptions options;
-  options.top_k = 1;
-  for (uint64_t w : {0ULL, ~0ULL, 12345678901234ULL}) EXPECT_EQ(sample_from_logits(logits, options, w), 1);
-  options.top_k = 0;
-  options.top_p = 0.5;  // token 1 alone has p ~ 0.43, so tokens 1 and 4 make the nucleus
-  for (uint64_t i = 0; i < 200; ++i) {
-    const int32_t id = sample_from_logits(logits, options, RandomStream{1, 2, 3, 4}.word64(i));
-    EXPECT_TRUE(id == 1 || id == 4) << id;
+  options.temperature = 0;
+  options.max_new_tokens = 3 * c.block_size;
+  const std::vector<int32_t> prompt = {5, 9, 1};
+  const std::vector<int32_t> out = generate(model, prompt, options, 0, nullptr);
+  ASSERT_EQ(out.size(), prompt.size() + options.max_new_tokens);
+  std::set<int32_t> distinct;
+  for (size_t n = prompt.size(); n < out.size(); ++n) {
+    const int T = static_cast<int>(std::min<size_t>(n, c.block_size));
+    reference.forward(out.data() + n - T, nullptr, 1, T, DropoutContext{});
+    EXPECT_EQ(out[n], argmax(reference.logits_row(0, T - 1)))
+        << "token " << n << (static_cast<int>(n) > c.block_size ? " (context cropped)" : "");
+    distinct.insert(out[n]);
+  }
+  EXPECT_GT(distinct.size(), 4u) << "a near-constant output would make this check weak";
+}
+
+// What sampling must draw from: softmax(logits / temperature), cut to the top_k most likely,
+// then to the smallest most-likely prefix whose probability reaches top_p, renormalised.
+std::vector<double> expected_probabilities(const std::vector<float>& logits,
+                                           const SamplingOptions& options) {
+  const size_t V = logits.size();
+  std::vector<double> p(V);
+  double total = 0;
+  for (size_t i = 0; i < V; ++i) total += p[i] = std::exp(logits[i] / options.temperature);
+  std::vector<size_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  const size_t k = options.top_k > 0 ? std::min<size_t>(options.top_k, V) : V;
+  double kept = 0;
+  for (size_t rank = 0; rank < k; ++rank) kept += p[order[rank]];
+  double cumulative = 0;
+  std::vector<double> out(V, 0.0);
+  for (size_t rank = 0; rank < k && cumulative < options.top_p; ++rank) {
+    out[order[rank]] = p[order[rank]] / kept;
+    cumulative += out[order[rank]];
+  }
+  for (double& value : out) value /= cumulative;
+  return out;
+}
+
+TEST(Sampling, DrawsFollowTemperatureTopKAndTopP) {
+  // 100,000 draws per setting; each token's count must be within 5.5 standard deviations of its
+  // binomial expectation (a false alarm about once in 10^7 per token; the stream is fixed, so the
+  // result is too), and a token outside the cut must never be drawn. Multiplying the logits by
+  // the temperature, or cutting after the wrong token, moves counts by hundreds of deviations.
+  const std::vector<float> logits = {1.0f, 2.5f, -0.5f, 0.3f, 2.0f, -2.0f, 1.2f};
+  const int draws = 100000;
+  struct Setting {
+    double temperature;
+    int top_k;
+    double top_p;
+  };
+  for (const Setting s : {Setting{1.0, 0, 1.0}, Setting{0.6, 0, 1.0}, Setting{1.7, 0, 1.0},
+                          Setting{0.8, 3, 1.0}, Setting{1.3, 0, 0.8}, Setting{0.9, 4, 0.6}}) {
+    SamplingOptions options;
+    options.temperature = s.temperature;
+    options.top_k = s.top_k;
+    options.top_p = s.top_p;
+    const std::vector<double> p = expected_probabilities(logits, options);
+    std::vector<int> counts(logits.size(), 0);
+    const RandomStream stream{77, 1, 2, 3};
+    for (int i = 0; i < draws; ++i)
+      ++counts.at(sample_from_logits(logits, options, stream.word64(i)));
+    for (size_t id = 0; id < logits.size(); ++id) {
+      const double mean = draws * p[id], deviation = std::sqrt(draws * p[id] * (1 - p[id]));
+      EXPECT_LE(std::abs(counts[id] - mean), 5.5 * deviation)
+          << "token " << id << ": drawn " << counts[id] << " times, expected " << mean
+          << " (temperature " << s.temperature << ", top_k " << s.top_k << ", top_p " << s.top_p
+          << ")";
+    }
+  }
+}
+
+TEST(Sampling, TopKOfOneAndTemperatureZeroTakeTheMostLikely) {
+  const std::vector<float> logits = {0.0f, 3.0f, 2.0f, -1.0f, 2.9f};
+  SamplingOptions top1, greedy;
+  top1.top_k = 1;
+  greedy.temperature = 0;
+  for (uint64_t w : {0ULL, ~0ULL, 12345678901234ULL}) {
+    EXPECT_EQ(sample_from_logits(logits, top1, w), 1);
+    EXPECT_EQ(sample_from_logits(logits, greedy, w), 1);
   }
 }
 

@@ -27,11 +27,16 @@ TEST(TextHostile, VocabularyIsSortedAcrossEveryPlane) {
 }
 
 TEST(TextHostile, StrictUtf8ReadsBackByteForByte) {
-  for (const std::string bytes : {"\xf4\x8f\xbf\xbf", "\xed\x9f\xbf", "\xee\x80\x80", "a\0b"}) {
+  using namespace std::string_literals;  // "..."s keeps the NUL of "a\0b" (a char* would end there)
+  for (const std::string& bytes :
+       {"\xf4\x8f\xbf\xbf"s, "\xed\x9f\xbf"s, "\xee\x80\x80"s, "a\0b"s}) {
     const auto decoded = decode_utf8(bytes, nullptr, false);
     ASSERT_TRUE(decoded) << bytes;
     EXPECT_EQ(encode_utf8(*decoded), bytes);
   }
+  const auto with_nul = decode_utf8("a\0b"s, nullptr, false);
+  ASSERT_TRUE(with_nul);
+  EXPECT_EQ(*with_nul, (std::u32string{U'a', U'\0', U'b'}));
   for (const std::string bytes : {"\xf4\x90\x80\x80", "\xed\xa0\x80", "\xc0\x80", "\xe0\x80\x80",
                                   "\xf8\x88\x80\x80\x80", "\xe2\x82", "\x80"}) {
     Utf8Problem problem{};

@@ -98,15 +98,21 @@ def launch(ranks, base_env):
 
 
 def losses_problems(name, out_dir, reference):
-    """The run in out_dir against the one-process reference: the same train and eval steps, with
-    losses within TOLERANCE. Prints the largest difference; returns the failures."""
+    """The run in out_dir against the one-process reference: the same train steps and the same eval
+    steps, with losses within TOLERANCE. Prints the largest difference; returns the failures."""
     got = read_metrics(out_dir)
+    problems = []
+    for kind, steps, expected in (("train", got[0], reference[0]), ("eval", got[1], reference[1])):
+        if sorted(steps) != sorted(expected):  # a missing step would not show in the losses
+            problems.append(f"{name}: {kind} steps {sorted(steps)}, expected {sorted(expected)}")
+    if problems:
+        return problems
     worst = max(largest_relative_difference(got[0], reference[0]),
                 largest_relative_difference(got[1], reference[1]))
     print(f"{name}: max relative loss difference {worst:.2e}")
-    if sorted(got[0]) != sorted(reference[0]) or not worst < TOLERANCE:
-        return [f"{name}: losses differ ({worst:.2e})"]
-    return []
+    if not worst < TOLERANCE:
+        problems.append(f"{name}: losses differ ({worst:.2e})")
+    return problems
 
 
 def main(folio, data, work):

@@ -6,11 +6,14 @@ folio's dropout masks, and checks, per tensor, ||folio - torch|| / ||torch|| in 
   - the logits, the loss and every parameter gradient: below 1e-5;
   - the weights after one torch.optim.AdamW step (after clip_grad_norm_ when the config clips)
     taken from folio's gradients: below 1e-5 (the optimizer itself, exactly);
-  - the same step taken from PyTorch's own gradients (end to end): below 1e-4. Adam's first
-    step moves each weight by lr * g / (|g| + eps), so a gradient element of about eps = 1e-8,
-    where fp32 summation noise between the two implementations is a sizeable part of it, moves
-    differently by up to lr; with zero-initialised biases that alone reaches ~1e-5 of a tensor's
-    norm. The largest end-to-end error is printed so that the margin stays visible.
+  - the same step taken from PyTorch's own gradients (end to end), per element, within what the
+    gradient difference explains (see end_to_end_bound). Adam's first step moves each weight by
+    lr * g / (|g| + eps): a gradient element near eps = 1e-8, where the fp32 summation order of
+    two correct implementations (oneDNN's AVX2 and AVX-512 kernels differ) is a sizeable part of
+    it, moves by a visibly different amount, so no tolerance on a tensor's norm holds on every
+    CPU. The largest share of its bound any element uses is printed: close to 1 by construction
+    wherever two gradients nearly agree (the bound is then the first-order difference itself,
+    plus the rounding slack); a wrong step exceeds it.
 
 ReLU's kink: a pre-activation within fp32 rounding of zero (two correct summation orders differ by
 ~1e-6 there) may land on either side in folio and in PyTorch, and one such element flips a hidden
@@ -32,7 +35,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 import folio_torch  # noqa: E402
 
 TOLERANCE = 1e-5
-END_TO_END_TOLERANCE = 1e-4
 KINK_BAND = 1e-5  # ten times the largest rounding difference of an O(1) pre-activation seen
 
 
@@ -65,6 +67,23 @@ class ReluOnFolioSideOfTheKink(torch.nn.Module):
         self.disagreements = int(((folio_positive != torch_positive) & ~near_kink).sum())
         mask = torch.where(near_kink, folio_positive, torch_positive)
         return x * mask.to(x.dtype)
+
+
+def end_to_end_bound(folio_grad, torch_grad, updated, learning_rate, eps):
+    """Per element, how far folio's AdamW step (from folio's gradient a) and PyTorch's (from its own
+    gradient b) may land apart. After bias correction the first step is
+    w' = w (1 - lr wd) - lr f(g) with f(g) = g / (|g| + eps), the same w and decay on both sides,
+    so |w'_folio - w'_torch| = lr |f(a) - f(b)| plus rounding. By the mean value theorem
+    |f(a) - f(b)| <= |a - b| max f' over [a, b], with f'(x) = eps / (|x| + eps)^2 largest at the
+    smallest |x| in [a, b] (0 when a and b differ in sign), and never more than 2 (f is in
+    (-1, 1)). Rounding: f is a handful of fp32 operations on each side (4e-6, about 32 ulps in
+    all), and each side rounds w' (two ulps of w' each). a and b are the gradients after
+    clipping."""
+    a, b = folio_grad.double(), torch_grad.double()
+    nearest = torch.where(a * b > 0, torch.minimum(a.abs(), b.abs()), torch.zeros_like(a))
+    through_f = torch.clamp((a - b).abs() * eps / (nearest + eps) ** 2, max=2.0)
+    ulp = torch.finfo(torch.float32).eps * updated.double().abs()
+    return learning_rate * (through_f + 4e-6) + 4 * ulp
 
 
 def relative_error(folio, torch_value):
@@ -100,13 +119,13 @@ def main(dump_dir):
 
     worst = {}
 
-    def check(name, folio_value, torch_value, tolerance=TOLERANCE, kind="strict"):
+    def check(name, folio_value, torch_value):
         nonlocal checks
         checks += 1
         error = relative_error(folio_value, torch_value)
-        worst[kind] = max(worst.get(kind, 0.0), error)
-        if not error < tolerance:
-            failures.append(f"{name}: relative error {error:.3e} (tolerance {tolerance:.0e})")
+        worst["strict"] = max(worst.get("strict", 0.0), error)
+        if not error < TOLERANCE:
+            failures.append(f"{name}: relative error {error:.3e} (tolerance {TOLERANCE:.0e})")
 
     if int(metadata["parameters"]) != parameters:
         failures.append(f"parameter count: folio {metadata['parameters']}, torch {parameters}")
@@ -145,19 +164,32 @@ def main(dump_dir):
                                       betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["adam_eps"])
         if cfg["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        clipped = {name: param.grad.clone() for name, param in named.items()}
         optimizer.step()
-        return {name: param.detach().clone() for name, param in named.items()}
+        return {name: param.detach().clone() for name, param in named.items()}, clipped
 
-    from_folio = adamw_step({name: expected["grad." + name] for name in named})
+    from_folio, folio_clipped = adamw_step({name: expected["grad." + name] for name in named})
     for name in named:
         check("updated (folio grads) " + name, expected["updated." + name], from_folio[name])
-    end_to_end = adamw_step(torch_grads)
+    end_to_end, torch_clipped = adamw_step(torch_grads)
+    learning_rate = float(metadata["learning_rate"])
     for name in named:
-        check("updated (end to end) " + name, expected["updated." + name], end_to_end[name],
-              END_TO_END_TOLERANCE, "end_to_end")
+        checks += 1
+        got, want = expected["updated." + name], end_to_end[name]
+        worst["end_to_end"] = max(worst.get("end_to_end", 0.0), relative_error(got, want))
+        bound = end_to_end_bound(folio_clipped[name], torch_clipped[name], want, learning_rate,
+                                 cfg["adam_eps"])
+        share = (got.double() - want.double()).abs() / bound
+        worst["end_to_end_share"] = max(worst.get("end_to_end_share", 0.0), share.max().item())
+        if not bool((share <= 1).all()):
+            i = int(share.flatten().argmax())
+            failures.append(f"updated (end to end) {name}: element {i} differs by "
+                            f"{(got - want).flatten()[i].item():.3e}, {share.flatten()[i].item():.2f} "
+                            f"times what its gradient difference explains")
 
     print(json.dumps({"parameters": parameters, "checks": checks, "loss": loss.item(),
                       "worst_strict": worst.get("strict"), "worst_end_to_end": worst.get("end_to_end"),
+                      "worst_share_of_end_to_end_bound": worst.get("end_to_end_share"),
                       "relu_inputs_within_kink_band": near_kink if kinks else None,
                       "failures": len(failures)}))
     for failure in failures:

@@ -4,7 +4,8 @@
      load_state_dict (strict but for the `tril` buffers) and its loss over every consecutive
      window of each split equals `folio eval`'s to 1e-5.
   2. PyTorch builds the seed's model, saves model.state_dict() with safetensors.torch.save_file;
-     folio evaluates that file with the same loss to 1e-5, samples from it, and trains from it.
+     folio evaluates that file with the same loss to 1e-5, samples from it, and trains from it
+     at learning rate 0, whose checkpoint must again give PyTorch's loss (the weights were used).
 
     python3 test_checkpoint_interop.py FOLIO_BINARY DATA_FILE WORK_DIR
 """
@@ -82,12 +83,21 @@ def main(folio, data, work):
     if len(sample) < 50 or sample != run(folio, "sample", "--ckpt", torch_file, "--data", data,
                                          "--max_new_tokens", "50", "--seed", "5"):
         failures.append("sampling from the PyTorch file is not deterministic or too short")
-    trained = run(folio, "train", "--data", data, "--init_from", torch_file, "--n_embd=48",
-                  "--n_head=4", "--n_layer=2", "--block_size=32", "--dropout=0", "--batch_size=4",
-                  "--max_iters=1", "--eval_iters=2", "--sample_tokens=0",
-                  "--out_dir", os.path.join(work, "from_torch_run"))
-    if "step 0: train loss" not in trained:
-        failures.append("training from the PyTorch file did not start")
+    # Training from it: with learning rate 0 AdamW leaves every weight as it was
+    # (w (1 - lr wd) - lr m / (sqrt(v) + eps) = w), so the checkpoint the run writes must give
+    # PyTorch's losses: the file's weights were loaded and trained on, not a fresh init.
+    trained_dir = os.path.join(work, "from_torch_run")
+    run(folio, "train", "--data", data, "--init_from", torch_file, "--n_embd=48", "--n_head=4",
+        "--n_layer=2", "--block_size=32", "--dropout=0", "--batch_size=4", "--max_iters=2",
+        "--eval_interval=1", "--eval_iters=2", "--learning_rate=0", "--weight_decay=0.1",
+        "--sample_tokens=0", "--out_dir", trained_dir)
+    trained = json.loads(run(folio, "eval", "--ckpt", os.path.join(trained_dir, "ckpt.safetensors"),
+                             "--data", data))
+    for split in ("train_loss", "val_loss"):
+        if not close(trained[split], expected[split]):
+            failures.append(f"training from the PyTorch file: {split} of its checkpoint "
+                            f"{trained[split]}, the PyTorch model's {expected[split]}")
+    print("trained from the PyTorch file (lr 0):", trained)
 
     for failure in failures:
         print("FAIL", failure)
