@@ -189,7 +189,8 @@ void Trainer::start_from_parameters() {
   } else {
     model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init);
   }
-  // As DistributedDataParallel does: every rank starts from rank 0's weights.
+  // As DistributedDataParallel does: every rank starts from rank 0's weights. (Before any forward
+  // pass: a GPU backend makes its bf16 mirror of the weights at the first one, from these.)
   communicator_.broadcast_device(model_.parameters(), model_.parameter_count());
 }
 
