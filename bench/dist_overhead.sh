@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What data parallelism costs on this CPU: the same global batch trained by one process with all
-# the cores, and by 2 ranks (folio train --nproc 2, TCP ring; and mpirun -np 2) with half the cores
+# the cores, and by 2 ranks (folio train --nproc 2, Gloo; and mpirun -np 2) with half the cores
 # and half the batch each. A third run, one process with half the cores on half the batch, is a
 # rank's compute without any communication, so (2 ranks - that) is what the all-reduce and the
 # rank agreement cost. Median ms/step over the train records after the first (warm-up) interval.
@@ -28,7 +28,7 @@ print(f"{statistics.median(ms[1:] or ms):.2f}")
 PY
 }
 
-echo "| config | global batch | 1 process, $cores threads | 2 ranks --nproc (TCP), $half each | 2 ranks mpirun, $half each | 1 process, $half threads, half batch | 2-rank overhead vs 1 process | communication per step |"
+echo "| config | global batch | 1 process, $cores threads | 2 ranks --nproc (Gloo), $half each | 2 ranks mpirun, $half each | 1 process, $half threads, half batch | 2-rank overhead vs 1 process | communication per step |"
 echo "|---|---|---|---|---|---|---|---|"
 set -- "${runs[@]}"
 while [ $# -ge 3 ]; do
@@ -51,8 +51,8 @@ import sys
 config, batch = sys.argv[1], sys.argv[2]
 one, tcp, mpi, alone = map(float, sys.argv[3:7])
 print(f"| {config} | {batch} | {one:.2f} | {tcp:.2f} | {mpi:.2f} | {alone:.2f} | "
-      f"{(tcp / one - 1) * 100:+.1f}% (TCP), {(mpi / one - 1) * 100:+.1f}% (MPI) | "
-      f"{tcp - alone:.2f} ms (TCP), {mpi - alone:.2f} ms (MPI) |")
+      f"{(tcp / one - 1) * 100:+.1f}% (Gloo), {(mpi / one - 1) * 100:+.1f}% (MPI) | "
+      f"{tcp - alone:.2f} ms (Gloo), {mpi - alone:.2f} ms (MPI) |")
 PY
 done
 echo

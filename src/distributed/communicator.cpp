@@ -10,7 +10,7 @@ Communicator::Communicator(int rank, int world_size, int local_rank)
   note_rank_for_messages(rank);
 }
 
-void LocalCommunicator::all_gather(const void* mine, void* all, size_t bytes) {
+void LocalCommunicator::all_gather_host(const void* mine, void* all, size_t bytes) {
   if (mine != all) std::memmove(all, mine, bytes);
 }
 

@@ -1,15 +1,28 @@
-// How ranks talk: the collectives data-parallel training needs, behind one interface with
-// local (one process), TCP (torchrun-style environment, SageMaker, `folio train --nproc`), MPI
-// (mpirun, srun) and, on GPUs, NCCL implementations. The trainer never asks which one it has.
+// How ranks talk: the collectives data-parallel training needs, behind one interface. The trainer
+// never asks which implementation it has:
+//   local  one process: every collective is the identity;
+//   gloo   ranks started without MPI (`folio train --nproc`, a torchrun-style environment,
+//          SageMaker): Gloo over TCP, rendezvous through a small store on rank 0 (tcp_store.h);
+//   mpi    ranks started by mpirun or srun: Open MPI;
+//   nccl   GPU ranks with a GPU each: NCCL for device buffers, the launcher's gloo or mpi
+//          communicator for host memory;
+//   staged GPU ranks without NCCL (or sharing a GPU): gloo or mpi through host copies.
 //
-// Every collective is called by every rank in the same order. A rank that waits longer than the
-// timeout for the others (one died or hangs) throws folio::Error saying which rank and what it
-// was waiting for, so no job hangs forever.
+// Two kinds of memory, two sets of calls:
+//   - device buffers (gradients, weights) live where the backend computes: a GPU's memory for the
+//     CUDA backend, host memory for the CPU backend. A device collective may be queued on the
+//     backend's stream (NCCL): the backend's later work sees its result.
+//   - host memory (loss sums, eval sums, checksums, stop flags): the result is there when the call
+//     returns. NCCL takes device pointers only, so its host calls go through the communicator
+//     that started the job.
+//
+// Every collective is called by every rank in the same order. A rank that waits longer than
+// dist_timeout for the others (one died or hangs) throws folio::Error saying which rank and what
+// it was waiting for, so no job hangs forever. Sums give the same bits on every rank.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 
 namespace folio {
@@ -18,38 +31,47 @@ class Communicator {
  public:
   Communicator(int rank, int world_size, int local_rank);
   virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   int local_rank() const { return local_rank_; }
   bool is_root() const { return rank_ == 0; }
-  virtual std::string name() const = 0;
-  // Whether all_reduce_sum takes device memory of a GPU backend (NCCL); otherwise host memory.
-  virtual bool reduces_device_memory() const { return false; }
+  virtual std::string name() const = 0;  // for the run's header: "gloo", "mpi", "nccl (...)"
 
-  // data[i] = sum over ranks of data[i], the same bits on every rank.
-  virtual void all_reduce_sum(float* data, size_t n) = 0;
-  // data[i] = max over ranks of data[i] (stop flags, agreement checks).
-  virtual void all_reduce_max(int64_t* data, size_t n) = 0;
+  // ---- device buffers --------------------------------------------------------------------------
+  // data[i] = sum over ranks of data[i].
+  virtual void all_reduce_sum_device(float* data, size_t n) = 0;
+  // Rank 0's n floats to every rank.
+  virtual void broadcast_device(float* data, size_t n) = 0;
+
+  // ---- host memory -----------------------------------------------------------------------------
+  // data[i] = sum over ranks of data[i] (losses: double, so that sums of many terms keep digits).
+  virtual void all_reduce_sum_host(double* data, size_t n) = 0;
+  // data[i] = max over ranks of data[i] (stop flags).
+  virtual void all_reduce_max_host(int64_t* data, size_t n) = 0;
   // Rank 0's `bytes` bytes to every rank.
-  virtual void broadcast(void* data, size_t bytes) = 0;
+  virtual void broadcast_host(void* data, size_t bytes) = 0;
   // Every rank's `bytes` bytes, in rank order, into `all` (world_size * bytes) on every rank.
-  virtual void all_gather(const void* mine, void* all, size_t bytes) = 0;
+  virtual void all_gather_host(const void* mine, void* all, size_t bytes) = 0;
   virtual void barrier() = 0;
 
  private:
   int rank_, world_size_, local_rank_;
 };
 
-// One process: collectives are no-ops (a sum over one rank is the value itself).
+// One process: a sum or broadcast over one rank is the value itself.
 class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator() : Communicator(0, 1, 0) {}
   std::string name() const override { return "local"; }
-  void all_reduce_sum(float*, size_t) override {}
-  void all_reduce_max(int64_t*, size_t) override {}
-  void broadcast(void*, size_t) override {}
-  void all_gather(const void* mine, void* all, size_t bytes) override;
+  void all_reduce_sum_device(float*, size_t) override {}
+  void broadcast_device(float*, size_t) override {}
+  void all_reduce_sum_host(double*, size_t) override {}
+  void all_reduce_max_host(int64_t*, size_t) override {}
+  void broadcast_host(void*, size_t) override {}
+  void all_gather_host(const void* mine, void* all, size_t bytes) override;
   void barrier() override {}
 };
 

@@ -1,8 +1,11 @@
 #include "distributed/make_communicator.h"
 
 #include "core/error.h"
-#include "distributed/tcp_communicator.h"
+#include "distributed/staged_communicator.h"
 
+#if defined(FOLIO_GLOO)
+#include "distributed/gloo_communicator.h"
+#endif
 #if defined(FOLIO_MPI)
 #include "distributed/mpi_communicator.h"
 #endif
@@ -22,8 +25,11 @@ bool mpi_available() {
 
 namespace {
 
+// The communicator of the launcher, working in host memory.
 std::unique_ptr<Communicator> host_communicator(const LaunchEnvironment& env,
                                                 double timeout_seconds) {
+  // A job of one rank (mpirun -np 1, torchrun with one process) has nobody to talk to.
+  if (env.world_size == 1) return std::make_unique<LocalCommunicator>();
   switch (env.launcher) {
     case Launcher::kSingle:
       return std::make_unique<LocalCommunicator>();
@@ -40,7 +46,13 @@ std::unique_ptr<Communicator> host_communicator(const LaunchEnvironment& env,
     case Launcher::kTorchrun:
     case Launcher::kSageMaker:
     case Launcher::kNproc:
-      return std::make_unique<TcpCommunicator>(env, timeout_seconds);
+#if defined(FOLIO_GLOO)
+      return std::make_unique<GlooCommunicator>(env, timeout_seconds);
+#else
+      throw Error("started by " + env.launcher_name() +
+                  ", but this folio was built without Gloo: install libgloo-dev and rebuild, or "
+                  "start the ranks with mpirun");
+#endif
   }
   throw Error("internal: unknown launcher");
 }
@@ -48,16 +60,17 @@ std::unique_ptr<Communicator> host_communicator(const LaunchEnvironment& env,
 }  // namespace
 
 std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
-                                                double timeout_seconds, const Backend& backend) {
+                                                double timeout_seconds, Backend& backend) {
   std::unique_ptr<Communicator> communicator = host_communicator(env, timeout_seconds);
+  // The CPU backend's device memory is host memory: the launcher's communicator takes it as is.
+  if (backend.native_stream() == nullptr) return communicator;
 #if defined(FOLIO_NCCL)
   // Any launched job on GPUs (even of one rank: the NCCL path is then still the one taken).
-  if (env.launcher != Launcher::kSingle && backend.native_stream() != nullptr)
-    return maybe_nccl(std::move(communicator), backend.native_stream());
-#else
-  (void)backend;
+  if (env.launcher != Launcher::kSingle && every_rank_has_its_own_gpu(*communicator))
+    return std::make_unique<NcclCommunicator>(std::move(communicator), backend.native_stream());
 #endif
-  return communicator;
+  if (communicator->world_size() == 1) return communicator;  // nothing to sum
+  return std::make_unique<StagedCommunicator>(std::move(communicator), backend);
 }
 
 }  // namespace folio

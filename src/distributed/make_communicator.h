@@ -1,4 +1,4 @@
-// The communicator for the launcher that started this process.
+// The communicator for the launcher that started this process and the backend it computes on.
 #pragma once
 
 #include <memory>
@@ -9,12 +9,13 @@
 
 namespace folio {
 
-// Local for one process; MPI under mpirun or srun; TCP for torchrun-style, SageMaker and
-// `folio train --nproc` ranks; and on a GPU backend whose ranks each have a GPU of their own,
-// NCCL for the gradient sums (bootstrapped over the MPI or TCP communicator, which keeps the
-// small host collectives). Throws folio::Error when the build lacks what the launcher needs.
+// Local for one process; MPI under mpirun or srun; Gloo for torchrun-style, SageMaker and
+// `folio train --nproc` ranks. On a GPU backend (one with a stream): NCCL for the device buffers
+// when every rank has a GPU of its own (bootstrapped over MPI or Gloo, which keep the host
+// collectives), else MPI or Gloo through host copies. Throws folio::Error when the build lacks
+// what the launcher needs. `backend` must outlive the communicator.
 std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
-                                                double timeout_seconds, const Backend& backend);
+                                                double timeout_seconds, Backend& backend);
 
 bool mpi_available();  // this build has MPI
 

@@ -65,6 +65,15 @@ void check_count(size_t count) {
     throw Error("internal: MPI message of " + std::to_string(count) + " elements is too large");
 }
 
+// data = op over the ranks of data, in place.
+void all_reduce(void* data, size_t n, MPI_Datatype type, MPI_Op op, double timeout_seconds,
+                const char* what) {
+  check_count(n);
+  MPI_Request request;
+  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), type, op, MPI_COMM_WORLD, &request);
+  wait_for(request, timeout_seconds, what);
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(const LaunchEnvironment& env, double timeout_seconds)
@@ -86,25 +95,26 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalised) MPI_Finalize();
 }
 
-void MpiCommunicator::all_reduce_sum(float* data, size_t n) {
-  if (world_size() == 1 || n == 0) return;
-  check_count(n);
-  MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                 &request);
-  wait_for(request, timeout_seconds_, "a gradient all-reduce");
+void MpiCommunicator::all_reduce_sum_device(float* data, size_t n) {
+  if (world_size() > 1 && n > 0)
+    all_reduce(data, n, MPI_FLOAT, MPI_SUM, timeout_seconds_, "a gradient all-reduce");
 }
 
-void MpiCommunicator::all_reduce_max(int64_t* data, size_t n) {
-  if (world_size() == 1 || n == 0) return;
-  check_count(n);
-  MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD,
-                 &request);
-  wait_for(request, timeout_seconds_, "a max all-reduce");
+void MpiCommunicator::broadcast_device(float* data, size_t n) {
+  broadcast_host(data, n * sizeof(float));
 }
 
-void MpiCommunicator::broadcast(void* data, size_t bytes) {
+void MpiCommunicator::all_reduce_sum_host(double* data, size_t n) {
+  if (world_size() > 1 && n > 0)
+    all_reduce(data, n, MPI_DOUBLE, MPI_SUM, timeout_seconds_, "a loss all-reduce");
+}
+
+void MpiCommunicator::all_reduce_max_host(int64_t* data, size_t n) {
+  if (world_size() > 1 && n > 0)
+    all_reduce(data, n, MPI_INT64_T, MPI_MAX, timeout_seconds_, "a max all-reduce");
+}
+
+void MpiCommunicator::broadcast_host(void* data, size_t bytes) {
   if (world_size() == 1 || bytes == 0) return;
   check_count(bytes);
   MPI_Request request;
@@ -112,7 +122,7 @@ void MpiCommunicator::broadcast(void* data, size_t bytes) {
   wait_for(request, timeout_seconds_, "a broadcast from rank 0");
 }
 
-void MpiCommunicator::all_gather(const void* mine, void* all, size_t bytes) {
+void MpiCommunicator::all_gather_host(const void* mine, void* all, size_t bytes) {
   check_count(bytes * world_size());
   if (world_size() == 1) {
     if (mine != all) std::memmove(all, mine, bytes);

@@ -1,6 +1,7 @@
 // Collectives over MPI (Debian's Open MPI), for jobs started by mpirun or srun. Each collective
 // is started non-blocking and polled, so a rank whose peers died or hang gives up after
-// dist_timeout with a clear error instead of waiting forever.
+// dist_timeout with a clear error instead of waiting forever. Device buffers are host memory here
+// (the CPU backend; make_communicator stages a GPU's buffers through host memory).
 #pragma once
 
 #include "distributed/communicator.h"
@@ -19,10 +20,12 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override;
 
   std::string name() const override { return "mpi"; }
-  void all_reduce_sum(float* data, size_t n) override;
-  void all_reduce_max(int64_t* data, size_t n) override;
-  void broadcast(void* data, size_t bytes) override;
-  void all_gather(const void* mine, void* all, size_t bytes) override;
+  void all_reduce_sum_device(float* data, size_t n) override;
+  void broadcast_device(float* data, size_t n) override;
+  void all_reduce_sum_host(double* data, size_t n) override;
+  void all_reduce_max_host(int64_t* data, size_t n) override;
+  void broadcast_host(void* data, size_t bytes) override;
+  void all_gather_host(const void* mine, void* all, size_t bytes) override;
   void barrier() override;
 
  private:

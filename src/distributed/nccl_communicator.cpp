@@ -36,10 +36,11 @@ std::string gpu_bus_id() {
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void* stream)
     : Communicator(bootstrap->rank(), bootstrap->world_size(), bootstrap->local_rank()),
-      bootstrap_(std::move(bootstrap)), stream_(stream) {
+      bootstrap_(std::move(bootstrap)),
+      stream_(stream) {
   ncclUniqueId id{};
   if (is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  bootstrap_->broadcast(&id, sizeof(id));
+  bootstrap_->broadcast_host(&id, sizeof(id));
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, world_size(), id, rank()), "ncclCommInitRank");
   comm_ = comm;
@@ -54,25 +55,32 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommDestroy(static_cast<ncclComm_t>(comm_));
 }
 
-void NcclCommunicator::all_reduce_sum(float* data, size_t n) {
-  if (n == 0) return;  // (with one rank NCCL copies in place: kept, so that path is exercised)
+// Both are queued on the backend's stream; with one rank NCCL still runs them (a copy in place),
+// so the one-GPU test exercises this path.
+void NcclCommunicator::all_reduce_sum_device(float* data, size_t n) {
+  if (n == 0) return;
   check_nccl(ncclAllReduce(data, data, n, ncclFloat, ncclSum, static_cast<ncclComm_t>(comm_),
                            static_cast<cudaStream_t>(stream_)),
              "all-reduce");
 }
 
-std::unique_ptr<Communicator> maybe_nccl(std::unique_ptr<Communicator> bootstrap, void* stream) {
-  if (stream == nullptr) return bootstrap;
-  // One GPU per rank, or NCCL refuses: compare the ranks' GPUs.
+void NcclCommunicator::broadcast_device(float* data, size_t n) {
+  if (n == 0) return;
+  check_nccl(ncclBroadcast(data, data, n, ncclFloat, 0, static_cast<ncclComm_t>(comm_),
+                           static_cast<cudaStream_t>(stream_)),
+             "broadcast");
+}
+
+bool every_rank_has_its_own_gpu(Communicator& host) {
   char mine[32] = {};
   std::strncpy(mine, gpu_bus_id().c_str(), sizeof(mine) - 1);
-  std::vector<char> all(sizeof(mine) * bootstrap->world_size());
-  bootstrap->all_gather(mine, all.data(), sizeof(mine));
-  for (int a = 0; a < bootstrap->world_size(); ++a)
-    for (int b = a + 1; b < bootstrap->world_size(); ++b)
+  std::vector<char> all(sizeof(mine) * host.world_size());
+  host.all_gather_host(mine, all.data(), sizeof(mine));
+  for (int a = 0; a < host.world_size(); ++a)
+    for (int b = a + 1; b < host.world_size(); ++b)
       if (std::strncmp(&all[a * sizeof(mine)], &all[b * sizeof(mine)], sizeof(mine)) == 0)
-        return bootstrap;  // ranks share a GPU: sums go through host memory
-  return std::make_unique<NcclCommunicator>(std::move(bootstrap), stream);
+        return false;
+  return true;
 }
 
 }  // namespace folio

@@ -1,11 +1,11 @@
-// Gradient sums between GPUs through NCCL, on the CUDA backend's own stream, so they queue behind
-// the backward pass without a host wait. Everything small and on the host (stop flags, loss sums,
-// checksums, the initial weights' broadcast) still goes through the communicator that started the
-// job (MPI or TCP), which also carries NCCL's unique id from rank 0 to the others and keeps the
-// timeouts: a dead peer shows up at the next of those collectives, at the latest each step.
+// Device collectives between GPUs through NCCL, on the CUDA backend's own stream, so they queue
+// behind the backward pass without a host wait. NCCL takes device pointers only: the host calls
+// (stop flags, loss sums, checksums) go through the communicator that started the job (Gloo or
+// MPI), which also carries NCCL's unique id from rank 0 to the others and keeps the timeouts: a
+// dead peer shows up at the next host collective, at the latest each step.
 //
 // NCCL wants one GPU per rank: when ranks share a GPU (two ranks on one card, as the tests do on a
-// one-GPU machine) make_communicator keeps the MPI/TCP communicator, through host memory.
+// one-GPU machine) make_communicator stages the device buffers through host memory instead.
 #pragma once
 
 #include <memory>
@@ -14,8 +14,6 @@
 
 namespace folio {
 
-class Backend;
-
 class NcclCommunicator final : public Communicator {
  public:
   // `bootstrap` starts the NCCL communicator and serves the host collectives; `stream` is the
@@ -23,13 +21,20 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void* stream);
   ~NcclCommunicator() override;
 
-  std::string name() const override { return "nccl (bootstrap over " + bootstrap_->name() + ")"; }
-  bool reduces_device_memory() const override { return true; }
-  void all_reduce_sum(float* data, size_t n) override;  // device memory
-  void all_reduce_max(int64_t* data, size_t n) override { bootstrap_->all_reduce_max(data, n); }
-  void broadcast(void* data, size_t bytes) override { bootstrap_->broadcast(data, bytes); }
-  void all_gather(const void* mine, void* all, size_t bytes) override {
-    bootstrap_->all_gather(mine, all, bytes);
+  std::string name() const override { return "nccl (host values over " + bootstrap_->name() + ")"; }
+  void all_reduce_sum_device(float* data, size_t n) override;
+  void broadcast_device(float* data, size_t n) override;
+  void all_reduce_sum_host(double* data, size_t n) override {
+    bootstrap_->all_reduce_sum_host(data, n);
+  }
+  void all_reduce_max_host(int64_t* data, size_t n) override {
+    bootstrap_->all_reduce_max_host(data, n);
+  }
+  void broadcast_host(void* data, size_t bytes) override {
+    bootstrap_->broadcast_host(data, bytes);
+  }
+  void all_gather_host(const void* mine, void* all, size_t bytes) override {
+    bootstrap_->all_gather_host(mine, all, bytes);
   }
   void barrier() override { bootstrap_->barrier(); }
 
@@ -39,8 +44,8 @@ class NcclCommunicator final : public Communicator {
   void* comm_ = nullptr;  // ncclComm_t
 };
 
-// The NCCL communicator when every rank has a GPU of its own (also for a job of one rank), else
-// `bootstrap` itself.
-std::unique_ptr<Communicator> maybe_nccl(std::unique_ptr<Communicator> bootstrap, void* stream);
+// Whether every rank of `host` has a GPU of its own (NCCL refuses two ranks on one GPU): compares
+// the ranks' PCI bus ids. A collective: every rank calls it.
+bool every_rank_has_its_own_gpu(Communicator& host);
 
 }  // namespace folio

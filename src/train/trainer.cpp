@@ -40,7 +40,7 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The CPU backend's "device" memory is host memory: collectives can work on it in place.
+// The CPU backend's "device" memory is host memory: reading the loss costs nothing.
 bool device_memory_is_host(const Backend& backend) { return backend.name() == "cpu"; }
 
 // Checks at start that out_dir can take files (better now than after an hour of training) and
@@ -137,7 +137,6 @@ class Trainer {
   Batch batch_;
   std::optional<EpochSampler> epoch_sampler_;
   DeviceBuffer squared_norm_;
-  std::vector<float> host_gradients_;  // staging when the collectives cannot read device memory
   std::string checkpoint_path_, state_path_;
   std::optional<MetricsLog> metrics_;
   std::optional<TrainingProgress> progress_;
@@ -190,19 +189,16 @@ void Trainer::start_from_parameters() {
   } else {
     model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init);
   }
-  // As DistributedDataParallel does: every rank starts from rank 0's weights.
-  if (communicator_.world_size() > 1) {
-    std::vector<float> parameters = model_.read_parameters();
-    communicator_.broadcast(parameters.data(), parameters.size() * sizeof(float));
-    model_.write_parameters(parameters);
-  }
+  // As DistributedDataParallel does: every rank starts from rank 0's weights. (Before any forward
+  // pass: a GPU backend makes its bf16 mirror of the weights at the first one, from these.)
+  communicator_.broadcast_device(model_.parameters(), model_.parameter_count());
 }
 
 void Trainer::check_ranks_agree_on_setup() {
   if (communicator_.world_size() == 1) return;
   const std::string mine = agreement_digest(config_, data_.file_sha256);
   std::string all(mine.size() * communicator_.world_size(), '\0');
-  communicator_.all_gather(mine.data(), all.data(), mine.size());
+  communicator_.all_gather_host(mine.data(), all.data(), mine.size());
   for (int r = 0; r < communicator_.world_size(); ++r)
     if (all.compare(r * mine.size(), mine.size(), all, 0, mine.size()) != 0)
       throw Error("rank " + std::to_string(r) +
@@ -216,7 +212,7 @@ void Trainer::check_ranks_agree_on_weights(int step) {
   const std::string mine = sha256_hex(std::string_view(
       reinterpret_cast<const char*>(parameters.data()), parameters.size() * sizeof(float)));
   std::string all(mine.size() * communicator_.world_size(), '\0');
-  communicator_.all_gather(mine.data(), all.data(), mine.size());
+  communicator_.all_gather_host(mine.data(), all.data(), mine.size());
   for (int r = 1; r < communicator_.world_size(); ++r)
     if (all.compare(r * mine.size(), mine.size(), all, 0, mine.size()) != 0)
       throw Error("step " + std::to_string(step) + ": the weights of rank " + std::to_string(r) +
@@ -229,31 +225,15 @@ std::optional<SplitLosses> Trainer::evaluate(int step) {
                                          communicator_.rank(), communicator_.world_size(),
                                          [&] { return !stop_agreed(); });
   if (!share) return std::nullopt;
-  // Sum the ranks' shares (in double precision, through two floats each: value and remainder).
   double sums[2] = {share->train, share->val};
-  float pieces[4];
-  for (int i = 0; i < 2; ++i) {
-    pieces[2 * i] = static_cast<float>(sums[i]);
-    pieces[2 * i + 1] = static_cast<float>(sums[i] - pieces[2 * i]);
-  }
-  communicator_.all_reduce_sum(pieces, 4);
+  communicator_.all_reduce_sum_host(sums, 2);
   const double batches =
       double(config_.eval_iters) * config_.grad_accum * communicator_.world_size();
-  return SplitLosses{(double(pieces[0]) + pieces[1]) / batches,
-                     (double(pieces[2]) + pieces[3]) / batches};
+  return SplitLosses{sums[0] / batches, sums[1] / batches};
 }
 
 void Trainer::sum_gradients_over_ranks() {
-  if (communicator_.world_size() == 1) return;
-  const size_t n = model_.parameter_count();
-  if (device_memory_is_host(backend_) || communicator_.reduces_device_memory()) {
-    communicator_.all_reduce_sum(model_.gradients(), n);
-    return;
-  }
-  host_gradients_.resize(n);
-  backend_.copy_to_host(host_gradients_.data(), model_.gradients(), n * sizeof(float));
-  communicator_.all_reduce_sum(host_gradients_.data(), n);
-  backend_.copy_to_device(model_.gradients(), host_gradients_.data(), n * sizeof(float));
+  communicator_.all_reduce_sum_device(model_.gradients(), model_.parameter_count());
 }
 
 double Trainer::train_step(int step, bool measure_loss) {
@@ -281,9 +261,9 @@ double Trainer::train_step(int step, bool measure_loss) {
   }
   sum_gradients_over_ranks();
   if (!measure_loss) return std::numeric_limits<double>::quiet_NaN();
-  float global_loss = static_cast<float>(loss / config_.grad_accum);
-  communicator_.all_reduce_sum(&global_loss, 1);
-  return static_cast<double>(global_loss) / world;
+  double global_loss = loss / config_.grad_accum;
+  communicator_.all_reduce_sum_host(&global_loss, 1);
+  return global_loss / world;
 }
 
 void Trainer::stop_if_not_finite(int step, double loss) {
@@ -335,7 +315,7 @@ void Trainer::save_state(int64_t steps_done) {
 
 bool Trainer::stop_agreed() {
   int64_t stop = stop_requested() ? 1 : 0;
-  communicator_.all_reduce_max(&stop, 1);
+  communicator_.all_reduce_max_host(&stop, 1);
   return stop != 0;
 }
 

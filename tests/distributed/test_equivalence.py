@@ -5,7 +5,7 @@ at every step and the same eval losses:
   - one process, batch_size 2B;
   - mpirun -np 2 (Open MPI), batch_size B;
   - one process, batch_size B, grad_accum 2;
-  - `folio train --nproc 2` (TCP ring), batch_size B.
+  - `folio train --nproc 2` (Gloo), batch_size B.
 Within fp32 reduction tolerance: the gradient sums are added in a different order, and 50 Adam
 steps carry that rounding forward (1e-4 relative is far above what was seen, far below any real
 difference: a wrong window or dropout mask changes the loss in the second decimal).
@@ -37,7 +37,7 @@ def main(folio, data, work):
             "mpirun -np 2, batch B": ["mpirun", "-np", "2", folio] + common + [f"--batch_size={B}"],
             "one process, batch B, grad_accum 2": [folio] + common + [f"--batch_size={B}",
                                                                        "--grad_accum=2"],
-            "--nproc 2 (TCP), batch B": [folio] + common + [f"--batch_size={B}", "--nproc", "2"],
+            "--nproc 2 (Gloo), batch B": [folio] + common + [f"--batch_size={B}", "--nproc", "2"],
         }
         results = {}
         for name, command in runs.items():

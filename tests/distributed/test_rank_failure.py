@@ -7,11 +7,14 @@
   - mpirun -np 2, rank 1 killed: mpirun stops the job (SIGTERM, then SIGKILL); rank 0 says at once
     which collective it was waiting in. Bound: mpirun's own kill delay, a few seconds.
   - mpirun -np 2, rank 1 frozen: rank 0 gives up after dist_timeout, naming the collective.
+  - `--nproc 3`, rank 2 killed: ranks 0 and 1 both name rank 2 (Gloo's messages name a socket
+    address; the rendezvous store says which rank's connection closed).
 
     python3 test_rank_failure.py FOLIO DATA WORK_DIR
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +40,10 @@ def rank_process(launcher_pid, rank):
     return None
 
 
-def scenario(name, command, work, signal_number, expected, bound_seconds):
+def scenario(name, command, work, signal_number, expected, bound_seconds, victim_rank=1,
+             patterns=()):
+    """Runs command, hits victim_rank with signal_number once training runs; stderr must hold
+    every `expected` text and match every regular expression of `patterns`."""
     out_dir = os.path.join(work, name.replace(" ", "_"))
     process = subprocess.Popen(command + ["--out_dir", out_dir], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=environment(),
@@ -46,10 +52,10 @@ def scenario(name, command, work, signal_number, expected, bound_seconds):
     deadline = time.time() + 60
     while not os.path.exists(os.path.join(out_dir, "ckpt.safetensors")) and time.time() < deadline:
         time.sleep(0.1)
-    victim = rank_process(process.pid, 1)
+    victim = rank_process(process.pid, victim_rank)
     problems = []
     if victim is None:
-        problems.append("rank 1 not found")
+        problems.append(f"rank {victim_rank} not found")
     else:
         os.kill(victim, signal_number)
     start = time.time()
@@ -66,6 +72,9 @@ def scenario(name, command, work, signal_number, expected, bound_seconds):
     for text in expected:
         if text not in stderr:
             problems.append(f"stderr lacks {text!r}")
+    for pattern in patterns:
+        if not re.search(pattern, stderr):
+            problems.append(f"stderr does not match {pattern!r}")
     if victim is not None and signal_number == signal.SIGSTOP:
         try:
             os.kill(victim, signal.SIGKILL)  # in case anything was left behind
@@ -88,6 +97,10 @@ def main(folio, data, work):
                          signal.SIGKILL,
                          ["rank 1 was killed by signal 9",
                           "rank 0: the connection was closed by rank 1"], 10)
+    failures += scenario("nproc 3, rank 2 killed", [folio] + train + ["--nproc", "3"], work,
+                         signal.SIGKILL, ["rank 2 was killed by signal 9"], 10, victim_rank=2,
+                         patterns=[rf"rank {r}: the connection was closed by (rank \d, )*rank 2 "
+                                   for r in (0, 1)])
     failures += scenario("nproc, rank 1 frozen", [folio] + train + ["--nproc", "2"], work,
                          signal.SIGSTOP,
                          ["rank 0: waited 4 s (dist_timeout) for rank 1"], 4 + 10 + 10)

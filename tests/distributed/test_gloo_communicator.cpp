@@ -1,0 +1,148 @@
+// The Gloo communicator and its rendezvous store, with the ranks as threads of this process
+// (each its own Gloo context and TCP connections over 127.0.0.1): every collective of the
+// contract on values that differ per rank and per call, against sums computed here; the store's
+// set/get, duplicate ranks and which ranks are gone.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "distributed/gloo_communicator.h"
+#include "distributed/tcp_store.h"
+
+namespace folio {
+namespace {
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+LaunchEnvironment environment(int rank, int world_size, int port) {
+  LaunchEnvironment env;
+  env.launcher = Launcher::kTorchrun;
+  env.rank = env.local_rank = rank;
+  env.world_size = world_size;
+  env.master_address = "127.0.0.1";
+  env.master_port = port;
+  return env;
+}
+
+// Runs body(rank) on world_size threads; returns each thread's failure message ("" if none).
+std::vector<std::string> on_ranks(int world_size, const std::function<void(int)>& body) {
+  std::vector<std::string> failures(world_size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world_size; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        body(rank);
+      } catch (const std::exception& error) {
+        failures[rank] = error.what();
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  return failures;
+}
+
+float gradient_value(size_t i, int rank, int call) {
+  return static_cast<float>((i * 13 + static_cast<size_t>(call) * 101) % 257) * 0.5f -
+         static_cast<float>(rank) * 3.25f;
+}
+
+TEST(GlooCommunicator, EveryCollectiveOnThreeRanks) {
+  constexpr int kRanks = 3;
+  const int port = free_port();
+  const std::vector<std::string> failures = on_ranks(kRanks, [&](int rank) {
+    GlooCommunicator gloo(environment(rank, kRanks, port), 30);
+    ASSERT_EQ(gloo.rank(), rank);
+    // Sums of sizes around and above Gloo's 1 MB segments, different values at every call.
+    int call = 0;
+    for (size_t n : {size_t{1}, size_t{1000003}, size_t{3 * 262144 + 5}}) {
+      ++call;
+      std::vector<float> data(n);
+      for (size_t i = 0; i < n; ++i) data[i] = gradient_value(i, rank, call);
+      gloo.all_reduce_sum_device(data.data(), n);
+      for (size_t i = 0; i < n; i += 7919) {
+        float expected = 0.0f;
+        for (int r = 0; r < kRanks; ++r) expected += gradient_value(i, r, call);
+        ASSERT_EQ(data[i], expected) << "element " << i << " of " << n << ", rank " << rank;
+      }
+    }
+    std::vector<float> weights(4099, static_cast<float>(rank + 1));
+    if (rank == 0)
+      for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(i) * 0.25f;
+    gloo.broadcast_device(weights.data(), weights.size());
+    for (size_t i = 0; i < weights.size(); ++i)
+      ASSERT_EQ(weights[i], static_cast<float>(i) * 0.25f);
+
+    double losses[2] = {1.0 / (rank + 1), 1e12 * rank};
+    gloo.all_reduce_sum_host(losses, 2);
+    EXPECT_DOUBLE_EQ(losses[0], 1.0 + 0.5 + 1.0 / 3);
+    EXPECT_EQ(losses[1], 3e12);
+    int64_t flags[2] = {rank == 1 ? 7 : 0, -rank};
+    gloo.all_reduce_max_host(flags, 2);
+    EXPECT_EQ(flags[0], 7);
+    EXPECT_EQ(flags[1], 0);
+    char id[16] = {};
+    std::snprintf(id, sizeof(id), "from rank %d", rank);
+    gloo.broadcast_host(id, sizeof(id));
+    EXPECT_STREQ(id, "from rank 0");
+    const int32_t mine = 100 + rank;
+    int32_t all[kRanks] = {};
+    gloo.all_gather_host(&mine, all, sizeof(mine));
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(all[r], 100 + r);
+    gloo.barrier();
+  });
+  for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(failures[rank], "") << "rank " << rank;
+}
+
+TEST(TcpStore, SetGetJoinAndRanksGone) {
+  const int port = free_port();
+  const auto timeout = std::chrono::milliseconds(5000);
+  TcpStore server(std::string("127.0.0.1"), port, true, 0, timeout);
+  EXPECT_TRUE(server.join(0));
+  {
+    TcpStore client("127.0.0.1", port, false, 1, timeout);
+    EXPECT_TRUE(client.join(1));
+    client.set("address 1", {'a', 'b', '\0', 'c'});
+    EXPECT_EQ(server.get("address 1"), (std::vector<char>{'a', 'b', '\0', 'c'}));
+    TcpStore impostor("127.0.0.1", port, false, 1, timeout);
+    EXPECT_FALSE(impostor.join(1)) << "a second process joined as rank 1";
+    EXPECT_TRUE(server.ranks_gone(timeout).empty());
+  }  // rank 1's connection closes
+  std::vector<int> gone;
+  for (int attempt = 0; attempt < 50 && gone.empty(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gone = server.ranks_gone(timeout);
+  }
+  EXPECT_EQ(gone, std::vector<int>{1});
+}
+
+TEST(TcpStore, WaitingForAKeyEndsAtTheTimeout) {
+  const int port = free_port();
+  TcpStore store("127.0.0.1", port, true, 0, std::chrono::milliseconds(300));
+  try {
+    store.wait({"never set"}, std::chrono::milliseconds(300));
+    FAIL() << "waited for a key nobody sets without end";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("dist_timeout"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace folio
