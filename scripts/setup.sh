@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git curl ca-certificates pkg-config
-          libdnnl-dev nlohmann-json3-dev libgtest-dev libcairo2-dev fonts-dejavu-core
+          libdnnl-dev nlohmann-json3-dev libssl-dev libgtest-dev libcairo2-dev fonts-dejavu-core
           libopenmpi-dev openmpi-bin iproute2
           python3 python3-torch python3-numpy)
 # scripts/fuzz.sh: clang with libFuzzer and its sanitizer runtimes.

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/text_format.h"
+#include "io/run_directory.h"
 #include "io/safetensors.h"
 
 namespace folio {
@@ -17,7 +18,7 @@ constexpr const char* kFormat = "folio-train-state-1";
 }
 
 std::string training_state_path(const std::string& out_dir) {
-  return (std::filesystem::path(out_dir) / "state.safetensors").string();
+  return RunDirectory(out_dir).state_path();
 }
 
 void save_training_state(const std::string& path, const TrainingState& state) {
