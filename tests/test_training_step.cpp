@@ -63,7 +63,8 @@ class ThreadCommunicator final : public Communicator {
     std::vector<T> result(static_cast<const T*>(shared_.posted[0]),
                           static_cast<const T*>(shared_.posted[0]) + n);
     for (int r = 1; r < world_size(); ++r)
-      for (size_t i = 0; i < n; ++i) result[i] = op(result[i], static_cast<const T*>(shared_.posted[r])[i]);
+      for (size_t i = 0; i < n; ++i)
+        result[i] = op(result[i], static_cast<const T*>(shared_.posted[r])[i]);
     shared_.arrived.arrive_and_wait();  // everyone has read every buffer
     std::copy(result.begin(), result.end(), data);
   }

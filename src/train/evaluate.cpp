@@ -35,8 +35,7 @@ double split_loss(GPT& model, std::span<const int32_t> split, int block_size, in
   double total = 0.0;
   for (size_t first = 0; first < count; first += batch_size) {
     const int filled = fill_consecutive_batch(batch, split, first);
-    model.forward(batch.inputs.data(), batch.targets.data(), filled, block_size,
-                  DropoutContext{});
+    model.forward(batch.inputs.data(), batch.targets.data(), filled, block_size, DropoutContext{});
     total += static_cast<double>(model.mean_loss()) * filled;
     if (on_progress) on_progress(first + filled);
   }

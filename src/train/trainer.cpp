@@ -41,7 +41,8 @@ double seconds_since(Clock::time_point start) {
 std::string agreement_digest(const Config& config, const std::string& data_sha256) {
   std::string text;
   for (const ConfigKey& key : config_keys())
-    if (ranks_must_agree(key)) text += std::string(key.name) + "=" + get_config_value(config, key) + "\n";
+    if (ranks_must_agree(key))
+      text += std::string(key.name) + "=" + get_config_value(config, key) + "\n";
   return sha256_hex(text + data_sha256);
 }
 
@@ -107,8 +108,12 @@ class Trainer {
 
 Trainer::Trainer(const Config& config, const TextDataset& data, Backend& backend,
                  Communicator& communicator, const TrainOptions& options)
-    : config_(config), data_(data), backend_(backend), communicator_(communicator),
-      options_(options), run_directory_(config.out_dir),
+    : config_(config),
+      data_(data),
+      backend_(backend),
+      communicator_(communicator),
+      options_(options),
+      run_directory_(config.out_dir),
       model_(backend, ModelShape::from_config(config, data.vocabulary.size())),
       training_(model_, config, communicator),
       tokens_per_step_(training_.split().global_windows() * config.block_size) {
@@ -168,8 +173,8 @@ void Trainer::start_from_parameters() {
     return;  // every rank read the same file: nothing to broadcast
   }
   if (!options_.init_from.empty()) {
-    const LoadedCheckpoint checkpoint = load_checkpoint(options_.init_from, config_,
-                                                        &data_.vocabulary);
+    const LoadedCheckpoint checkpoint =
+        load_checkpoint(options_.init_from, config_, &data_.vocabulary);
     if (checkpoint.parameters.size() != model_.parameter_count() ||
         checkpoint.vocabulary.symbols() != data_.vocabulary.symbols())
       throw Error("--init_from " + options_.init_from +
@@ -216,8 +221,8 @@ void Trainer::print_header() {
   const BatchSplit& split = training_.split();
   if (split.world > 1)
     std::cout << "distributed: " << split.world << " ranks started by " << options_.launcher
-              << ", collectives over " << communicator_.name() << "; global batch "
-              << split.world << " x " << split.batch_size << " x " << split.grad_accum << " = "
+              << ", collectives over " << communicator_.name() << "; global batch " << split.world
+              << " x " << split.batch_size << " x " << split.grad_accum << " = "
               << split.global_windows() << " windows\n";
   if (options_.resume)
     std::cout << "resuming at step " << start_step_ << " of " << config_.max_iters << "\n";
@@ -251,8 +256,11 @@ bool Trainer::evaluate_and_checkpoint(int step) {
   result_.last_val_loss = losses->val;
   progress_->eval_done(step, losses->train, losses->val);
   if (is_root())
-    metrics_->write({{"type", "eval"}, {"step", step}, {"train_loss", losses->train},
-                     {"val_loss", losses->val}, {"time_s", seconds_trained()},
+    metrics_->write({{"type", "eval"},
+                     {"step", step},
+                     {"train_loss", losses->train},
+                     {"val_loss", losses->val},
+                     {"time_s", seconds_trained()},
                      {"tokens", tokens_per_step_ * step}});
   if (losses->val < best_val_loss_) {
     best_val_loss_ = losses->val;
@@ -268,9 +276,9 @@ bool Trainer::evaluate_and_checkpoint(int step) {
 }
 
 std::optional<SplitLosses> Trainer::estimate_loss(int step) {
-  const auto share = estimate_loss_share(model_, data_, config_, static_cast<uint32_t>(step),
-                                         communicator_.rank(), communicator_.world_size(),
-                                         [&] { return !stop_agreed(); });
+  const auto share =
+      estimate_loss_share(model_, data_, config_, static_cast<uint32_t>(step), communicator_.rank(),
+                          communicator_.world_size(), [&] { return !stop_agreed(); });
   if (!share) return std::nullopt;
   // Sum the ranks' shares (in double precision, through two floats each: value and remainder).
   double sums[2] = {share->train, share->val};
@@ -302,8 +310,8 @@ void Trainer::check_ranks_agree_on_weights(int step) {
 
 void Trainer::fill_train_batch(Batch& batch, uint32_t step, int64_t first_window) {
   if (epoch_sampler_) {
-    epoch_sampler_->fill(batch, uint64_t(step) * training_.split().global_windows() +
-                                    uint64_t(first_window));
+    epoch_sampler_->fill(
+        batch, uint64_t(step) * training_.split().global_windows() + uint64_t(first_window));
   } else {
     fill_random_batch(batch, data_.train(), config_.seed, RandomPurpose::kTrainBatch, step,
                       static_cast<uint32_t>(first_window));
@@ -345,8 +353,11 @@ void Trainer::log_step(int step, double loss, double learning_rate) {
     report.ms_per_step = 1000.0 * seconds / window_steps_;
     report.tokens_per_second = tokens_per_step_ * window_steps_ / seconds;
     report.mfu = model_flops_utilization(report.tokens_per_second, flops_per_token_, peak_flops_);
-    nlohmann::json record = {{"type", "train"}, {"step", step + 1}, {"loss", loss},
-                             {"lr", learning_rate}, {"ms_per_step", report.ms_per_step},
+    nlohmann::json record = {{"type", "train"},
+                             {"step", step + 1},
+                             {"loss", loss},
+                             {"lr", learning_rate},
+                             {"ms_per_step", report.ms_per_step},
                              {"tokens_per_s", report.tokens_per_second},
                              {"time_s", seconds_trained()},
                              {"tokens", tokens_per_step_ * (step + 1)}};
@@ -373,10 +384,11 @@ void Trainer::stop_after(int64_t steps_done) {
 void Trainer::print_summary() {
   if (!is_root()) return;
   if (result_.interrupted) {
-    std::printf("interrupted after %lld of %d steps; the training state is saved in %s: "
-                "resume with `folio train --resume %s`\n",
-                static_cast<long long>(result_.steps_done), config_.max_iters,
-                run_directory_.state_path().c_str(), config_.out_dir.c_str());
+    std::printf(
+        "interrupted after %lld of %d steps; the training state is saved in %s: "
+        "resume with `folio train --resume %s`\n",
+        static_cast<long long>(result_.steps_done), config_.max_iters,
+        run_directory_.state_path().c_str(), config_.out_dir.c_str());
   } else {
     print_sample("after", 1);
     std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",

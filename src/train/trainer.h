@@ -1,7 +1,8 @@
 // The training loop of the seeds: every eval_interval steps (and at the last) estimate the loss
 // on both splits, print it, checkpoint when val improves; then one training step
 // (train/training_step.h: a batch, forward, backward, AdamW). Trainer::run in trainer.cpp reads
-// as that loop, each phase a named function below it. Samples before and after training, as seed 003 prints them.
+// as that loop, each phase a named function below it. Samples before and after training, as seed
+// 003 prints them.
 //
 // Data-parallel over a Communicator: the global batch of a step is world x batch_size x
 // grad_accum windows, window g going to the rank and micro-step that own it; gradients are

@@ -36,6 +36,8 @@ class TrainingStep {
   GPT& model() { return model_; }
   AdamW& optimizer() { return optimizer_; }
   const BatchSplit& split() const { return split_; }
+  // The batch of micro-step `micro` as last drawn (host memory).
+  const Batch& micro_batch(int micro) const { return micro_batches_.at(micro); }
 
   // The whole step: draw this rank's micro-batches, forward and backward, sum over the ranks,
   // clip, AdamW. Returns the global mean loss when `measure_loss` (waits for the device; every
