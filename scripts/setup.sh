@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git curl ca-certificates pkg-config
-          libdnnl-dev nlohmann-json3-dev libpcre2-dev libgtest-dev libcairo2-dev fonts-dejavu-core
-          libopenmpi-dev openmpi-bin iproute2 libgloo-dev
+          libdnnl-dev nlohmann-json3-dev libpcre2-dev libssl-dev libgtest-dev libcairo2-dev
+          fonts-dejavu-core libopenmpi-dev openmpi-bin iproute2 libgloo-dev
           python3 python3-torch python3-numpy)
 # The SLURM test (tests/distributed/test_slurm.py) runs its own munged, slurmctld and slurmd; the
 # packages' own services stay down without /etc/slurm/slurm.conf (and under policy-rc.d).

@@ -202,7 +202,7 @@ TEST(CheckpointDamage, AConfigOfAHugeModelIsRefusedBeforeAllocating) {
 
 TEST(CheckpointDamage, BadMetadataIsRefusedOrIgnored) {
   EXPECT_REFUSED(with_metadata([](auto& m) { m["config"] = "{not json"; }), "damaged metadata");
-  EXPECT_REFUSED(with_metadata([](auto& m) { m.erase("vocab"); }), "lacks its config or vocab");
+  EXPECT_REFUSED(with_metadata([](auto& m) { m.erase("vocab"); }), "lacks its vocab metadata");
   EXPECT_REFUSED(with_metadata([](auto& m) { m["vocab"] = ""; }), "empty vocabulary");
   EXPECT_REFUSED(with_metadata([](auto& m) { m["vocab"] = "ba"; }), "not a sorted list");
   // JSON holds only valid UTF-8: an escaped lone surrogate is refused with the header.

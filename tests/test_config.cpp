@@ -104,6 +104,16 @@ TEST(Config, FileLinesReportTheirLineNumbers) {
             std::string::npos);
 }
 
+TEST(Config, AKeySetTwiceInAFileNamesBothValues) {
+  Config c;
+  const std::string message =
+      error_of([&] { apply_config_text(c, "n_layer = 2\n# x\nn_layer = 3\n", "f.conf"); });
+  EXPECT_NE(message.find("f.conf:3: n_layer is set twice, to '2' on line 1 and to '3' here"),
+            std::string::npos)
+      << message;
+  EXPECT_NO_THROW(apply_config_text(c, "n_layer = 2\nn_head = 2\n", "f.conf"));
+}
+
 TEST(Config, JsonRoundTripsEveryKey) {
   Config c = load_config("nanogpt_char");
   c.seed = 18446744073709551615ULL;

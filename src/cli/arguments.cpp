@@ -50,6 +50,9 @@ std::optional<std::string> Arguments::take(const std::string& name) {
   for (auto it = options_.begin(); it != options_.end();) {
     if (it->first == name) {
       if (!it->second) throw UsageError("--" + name + " needs a value (--" + name + "=VALUE)");
+      if (found && *value != *it->second)
+        throw UsageError("--" + name + " is given twice, as '" + *value + "' and as '" +
+                         *it->second + "': give it once");
       value = it->second;
       found = true;
       it = options_.erase(it);

@@ -16,7 +16,8 @@ class Arguments {
  public:
   Arguments(int argc, char** argv, int first);
 
-  // Removes and returns option `name`'s value, if given.
+  // Removes and returns option `name`'s value, if given; given twice with different values
+  // (`--config a --config b`) is a usage error naming both.
   std::optional<std::string> take(const std::string& name);
   // Removes a boolean flag: true when given bare or as --name=true.
   bool take_flag(const std::string& name);

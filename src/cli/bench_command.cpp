@@ -12,10 +12,11 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "config/presets.h"
-#include "core/philox.h"
+#include "data/batches.h"
+#include "distributed/communicator.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "train/mfu.h"
+#include "train/training_step.h"
 
 namespace folio {
 
@@ -39,49 +40,24 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
   std::unique_ptr<Backend> backend = make_backend(config.device, config.threads, options);
   GPT model(*backend, ModelShape::from_config(config, kVocabSize));
   model.initialize(config.seed, config.init_std, config.scaled_residual_init);
-  const int B = config.batch_size, T = config.block_size, micro_steps = config.grad_accum;
-  model.plan(B, T, true);
-  AdamW optimizer(model, config);
+  LocalCommunicator one_process;
+  TrainingStep training(model, config, one_process);
   graph = graph && backend->supports_step_capture();
   if (graph) warmup = std::max(warmup, 1);  // scratch memory must exist before recording
-
-  // One token buffer per micro-batch: a recorded step reads each from its own address.
-  std::vector<std::vector<int32_t>> inputs(micro_steps, std::vector<int32_t>(size_t(B) * T));
-  std::vector<std::vector<int32_t>> targets = inputs;
-  auto draw_batches = [&](int step) {
-    for (int micro = 0; micro < micro_steps; ++micro) {
-      const RandomStream stream = make_stream(config.seed, RandomPurpose::kTrainBatch, step,
-                                              static_cast<uint32_t>(micro * B));
-      for (size_t i = 0; i < inputs[micro].size(); ++i) {
-        inputs[micro][i] = static_cast<int32_t>(stream.word(2 * i) % kVocabSize);
-        targets[micro][i] = static_cast<int32_t>(stream.word(2 * i + 1) % kVocabSize);
-      }
-    }
-  };
-  auto training_step = [&](int step) {
-    model.zero_gradients();
-    for (int micro = 0; micro < micro_steps; ++micro) {
-      model.forward(inputs[micro].data(), targets[micro].data(), B, T,
-                    DropoutContext{static_cast<float>(config.dropout), config.seed,
-                                   static_cast<uint32_t>(step), static_cast<uint32_t>(micro * B)});
-      model.backward(1.0f / (static_cast<float>(B) * T * micro_steps));
-    }
-    optimizer.step(config.learning_rate);
+  const BatchFiller random_tokens = [&](Batch& batch, uint32_t step, int64_t first_window) {
+    fill_random_tokens(batch, config.seed, step, static_cast<uint32_t>(first_window), kVocabSize);
   };
 
   std::vector<double> step_ms;
   for (int step = 0; step < warmup + steps; ++step) {
-    draw_batches(step);
-    if (graph && step == warmup) {
-      backend->begin_step_capture();
-      training_step(step);
-      backend->end_step_capture();
-    }
+    training.draw_batches(step, random_tokens);
+    if (graph && step == warmup) training.record(step, config.learning_rate);
     const auto start = std::chrono::steady_clock::now();
     if (graph && step >= warmup) {
-      backend->replay_step({static_cast<uint32_t>(step), config.learning_rate, step + 1});
+      training.replay(step, config.learning_rate);
     } else {
-      training_step(step);
+      training.compute_gradients(step, /*measure_loss=*/false);
+      training.update(config.learning_rate);
     }
     model.mean_loss();  // waits for the device
     const double ms =
@@ -97,7 +73,8 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
   result.parameters = model.parameter_count();
   result.median_ms = step_ms[step_ms.size() / 2];
   result.fastest_ms = step_ms.front();
-  result.tokens_per_step = static_cast<double>(B) * T * micro_steps;
+  result.tokens_per_step = static_cast<double>(training.split().global_windows()) *
+                           config.block_size;
   result.flops_per_token = training_flops_per_token(model.shape(), model.parameter_count());
   result.peak_flops = backend->peak_flops();
   result.graph = graph;

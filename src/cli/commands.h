@@ -15,7 +15,10 @@ int tokenize_command(Arguments& arguments);
 int tokenizer_command(Arguments& arguments);
 int prepare_command(Arguments& arguments);
 
-// The config keys as a help table (name, type, default, meaning), grouped.
-std::string config_keys_help();
+// The config keys (name, type, default in `defaults`, scope, meaning) from the key table: grouped
+// text for `folio train --help`, or the Markdown table the README holds
+// (`folio train --help --markdown`; tests/ux/test_readme_keys.py keeps the two equal).
+std::string config_keys_help(const Config& defaults = Config{});
+std::string config_keys_markdown(const Config& defaults = Config{});
 
 }  // namespace folio

@@ -26,7 +26,7 @@ namespace folio {
 namespace {
 
 const std::vector<std::string> kTrainOptions = {"config", "init_from", "resume", "nproc",
-                                                "overwrite", "quiet", "help"};
+                                                "overwrite", "quiet", "print_config", "help"};
 
 // SageMaker hands the data and the model folder over as channels: use them unless told otherwise.
 void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
@@ -46,14 +46,6 @@ void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
     config.out_dir = env.sagemaker_model_dir;
 }
 
-// Keys a resumed run may change without changing what it computes.
-bool may_change_on_resume(const std::string& key) {
-  for (const char* allowed : {"max_iters", "log_interval", "checkpoint_interval", "threads",
-                              "device", "data", "out_dir", "sample_tokens", "dist_timeout"})
-    if (key == allowed) return true;
-  return false;
-}
-
 int cores_available() {
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   return cores > 0 ? static_cast<int>(cores) : 1;
@@ -61,9 +53,8 @@ int cores_available() {
 
 }  // namespace
 
-std::string config_keys_help() {
+std::string config_keys_help(const Config& defaults) {
   std::ostringstream out;
-  const Config defaults;
   std::string group;
   for (const ConfigKey& key : config_keys()) {
     if (group != key.group) {
@@ -72,17 +63,37 @@ std::string config_keys_help() {
     }
     std::string value = get_config_value(defaults, key);
     if (value.empty()) value = "\"\"";
-    out << "    --" << key.name << " (" << config_key_type(key) << ", " << value << ")\n        "
-        << key.help << "\n";
+    out << "    --" << key.name << " (" << config_key_type(key) << ", " << value << "; "
+        << scope_name(key.scope) << ")\n        " << key.help << "\n";
+  }
+  return out.str();
+}
+
+std::string config_keys_markdown(const Config& defaults) {
+  std::ostringstream out;
+  out << "| key | type | default | scope | meaning |\n| --- | --- | --- | --- | --- |\n";
+  for (const ConfigKey& key : config_keys()) {
+    std::string type = config_key_type(key), value = get_config_value(defaults, key);
+    for (size_t bar = type.find('|'); bar != std::string::npos; bar = type.find('|', bar))
+      type.replace(bar, 1, ", ");
+    out << "| `" << key.name << "` | " << type << " | " << (value.empty() ? "" : "`" + value + "`")
+        << " | " << scope_name(key.scope) << " | " << key.help << " |\n";
   }
   return out.str();
 }
 
 int train_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
+    // With --config NAME the defaults shown are that preset's (or file's).
+    const std::string config_name = arguments.take("config").value_or("shakespeare_char");
+    const Config defaults = load_config(config_name);
+    if (arguments.take_flag("markdown")) {
+      std::cout << config_keys_markdown(defaults);
+      return 0;
+    }
     std::cout << "usage: folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] "
                  "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--overwrite] [--quiet] "
-                 "[--KEY=VALUE ...]\n\n"
+                 "[--print_config] [--KEY=VALUE ...]\n\n"
                  "Trains a GPT on a UTF-8 text file. --config names a preset ("
               << preset_names()
               << "; default shakespeare_char) or a file of `key = value` lines; each\n"
@@ -90,8 +101,14 @@ int train_command(Arguments& arguments) {
                  "of a checkpoint. --resume DIR continues the run\nwhose out_dir is DIR exactly "
                  "where its last saved state left it. --nproc N starts N data-parallel ranks on "
                  "this machine.\nA new run refuses an out_dir that holds another run's "
-                 "checkpoint unless --overwrite. --quiet shows no live progress.\n\nconfig keys (type, default of shakespeare_char):"
-              << config_keys_help();
+                 "checkpoint unless --overwrite. --quiet shows no live progress.\n"
+                 "--print_config prints the resolved config (preset, file, overrides, resumed "
+                 "run) and exits.\n\n"
+                 "A key's scope says when it may change: model keys are fixed by a checkpoint; "
+                 "recipe keys by --resume too;\nrun keys may change on --resume; host keys may "
+                 "also differ between ranks (every other key must agree).\n\n"
+                 "config keys (type, default of "
+              << config_name << "; scope):" << config_keys_help(defaults);
     return 0;
   }
   const LaunchEnvironment env = detect_launch_environment();
@@ -107,6 +124,7 @@ int train_command(Arguments& arguments) {
   }
 
   const bool overwrite = arguments.take_flag("overwrite");
+  const bool print_config = arguments.take_flag("print_config");
   const bool quiet = arguments.take_flag("quiet");
   const std::string resume_dir = arguments.take("resume").value_or("");
   const std::string init_from = arguments.take("init_from").value_or("");
@@ -121,7 +139,7 @@ int train_command(Arguments& arguments) {
     arguments.apply_config_keys(config, kTrainOptions);
     for (const ConfigKey& key : config_keys())
       if (get_config_value(before, key) != get_config_value(config, key) &&
-          !may_change_on_resume(key.name))
+          !may_change_on_resume(key))
         throw UsageError(std::string("--resume continues a run exactly, so --") + key.name +
                          " cannot change; start a new run with --init_from " + resume_dir +
                          "/ckpt.safetensors instead");
@@ -134,6 +152,10 @@ int train_command(Arguments& arguments) {
                      "': options are written --key=value");
   apply_sagemaker_channels(config, env);
   validate_config(config);
+  if (print_config) {
+    std::cout << config_to_text(config);
+    return 0;
+  }
 
   const std::string data_path = resolve_data_path(config.data);
   TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string_view>
 
@@ -196,6 +197,8 @@ void apply_config_text(Config& config, const std::string& text, const std::strin
   std::istringstream lines(text);
   std::string line;
   int line_number = 0;
+  // Each key's first line and value: a key set twice is a mistake (which one was meant?).
+  std::map<std::string, std::pair<int, std::string>> seen;
   while (std::getline(lines, line)) {
     ++line_number;
     const auto hash = line.find('#');
@@ -209,8 +212,15 @@ void apply_config_text(Config& config, const std::string& text, const std::strin
     std::string value = trim(line.substr(equals + 1));
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
       value = value.substr(1, value.size() - 2);
+    const std::string name = trim(line.substr(0, equals));
+    const auto [earlier, first_time] = seen.try_emplace(name, line_number, value);
+    if (!first_time)
+      throw Error(origin + ":" + std::to_string(line_number) + ": " + printable(name) +
+                  " is set twice, to '" + printable(earlier->second.second) + "' on line " +
+                  std::to_string(earlier->second.first) + " and to '" + printable(value) +
+                  "' here: keep one of the two lines");
     try {
-      set_config_value(config, trim(line.substr(0, equals)), value);
+      set_config_value(config, name, value);
     } catch (const Error& error) {
       throw Error(origin + ":" + std::to_string(line_number) + ": " + error.what());
     }

@@ -74,10 +74,21 @@ struct Config {
 using ConfigMember = std::variant<int Config::*, uint64_t Config::*, double Config::*,
                                   bool Config::*, std::string Config::*>;
 
-// One row of the key table.
+// Who decides a key, which says when it may change (config_keys.cpp gives each key one):
+//   model   the network's structure: fixed by a checkpoint (--init_from, --resume)
+//   recipe  what a step computes (optimizer, data split, seed, precision...): fixed on --resume
+//   run     how far and how loudly a run goes (max_iters, logging, samples, state saves): may
+//           change on --resume
+//   host    where this process runs and keeps its files (device, threads, data path, out_dir):
+//           may change on --resume and may differ between ranks
+enum class ConfigScope { kModel, kRecipe, kRun, kHost };
+
+// One row of the key table. The type and the default come from `member` (the field of Config
+// and its initialiser), so they are written once.
 struct ConfigKey {
   const char* name;
-  const char* group;  // "model", "data", "optimizer", "eval", "run"
+  const char* group;  // the section of --help: "model", "data", "optimizer", "eval", "run"
+  ConfigScope scope;
   ConfigMember member;
   const char* help;
   // Accepted values: numbers in [min, max] (max_exclusive makes it [min, max)), or one of
@@ -85,8 +96,14 @@ struct ConfigKey {
   double min = 0, max = 0;
   bool max_exclusive = false;
   const char* choices = nullptr;
-  bool is_model_key = false;  // part of the network's structure: fixed by a checkpoint
 };
+
+// The rules that follow from a key's scope.
+inline bool may_change_on_resume(const ConfigKey& key) {
+  return key.scope == ConfigScope::kRun || key.scope == ConfigScope::kHost;
+}
+inline bool ranks_must_agree(const ConfigKey& key) { return key.scope != ConfigScope::kHost; }
+const char* scope_name(ConfigScope scope);  // "model", "recipe", "run", "host"
 
 const std::vector<ConfigKey>& config_keys();
 // "int", "float", "bool", "string" or "a|b|c" for a choice.

@@ -1,7 +1,9 @@
 #include "core/sha256.h"
 
-#include <cstring>
+#include <openssl/evp.h>
+
 #include <fstream>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -10,83 +12,37 @@ namespace folio {
 
 namespace {
 
-constexpr uint32_t kRoundConstants[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+// One running hash; EVP_MD_CTX_free when it goes out of scope.
+class Hash {
+ public:
+  Hash() : context_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
+    if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1)
+      throw Error("internal: OpenSSL could not start a SHA-256 hash");
+  }
+  void update(const void* data, size_t size) {
+    if (size > 0 && EVP_DigestUpdate(context_.get(), data, size) != 1)
+      throw Error("internal: OpenSSL's SHA-256 update failed");
+  }
+  std::string hex_digest() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_DigestFinal_ex(context_.get(), digest, &length) != 1)
+      throw Error("internal: OpenSSL's SHA-256 final step failed");
+    static const char* digits = "0123456789abcdef";
+    std::string hex;
+    for (unsigned int i = 0; i < length; ++i)
+      hex += digits[digest[i] >> 4], hex += digits[digest[i] & 15];
+    return hex;
+  }
 
-inline uint32_t rotate_right(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+ private:
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context_;
+};
 
 }  // namespace
 
-Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-             0x5be0cd19} {}
-
-void Sha256::compress(const uint8_t* block) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i)
-    w[i] = (uint32_t(block[4 * i]) << 24) | (uint32_t(block[4 * i + 1]) << 16) |
-           (uint32_t(block[4 * i + 2]) << 8) | uint32_t(block[4 * i + 3]);
-  for (int i = 16; i < 64; ++i) {
-    const uint32_t s0 = rotate_right(w[i - 15], 7) ^ rotate_right(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const uint32_t s1 = rotate_right(w[i - 2], 17) ^ rotate_right(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int i = 0; i < 64; ++i) {
-    const uint32_t s1 = rotate_right(e, 6) ^ rotate_right(e, 11) ^ rotate_right(e, 25);
-    const uint32_t choose = (e & f) ^ (~e & g);
-    const uint32_t t1 = h + s1 + choose + kRoundConstants[i] + w[i];
-    const uint32_t s0 = rotate_right(a, 2) ^ rotate_right(a, 13) ^ rotate_right(a, 22);
-    const uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
-    const uint32_t t2 = s0 + majority;
-    h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-  }
-  state_[0] += a, state_[1] += b, state_[2] += c, state_[3] += d;
-  state_[4] += e, state_[5] += f, state_[6] += g, state_[7] += h;
-}
-
-void Sha256::update(const void* data, size_t size) {
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  total_bytes_ += size;
-  while (size > 0) {
-    const size_t take = std::min(size, sizeof(buffer_) - buffered_);
-    std::memcpy(buffer_ + buffered_, bytes, take);
-    buffered_ += take, bytes += take, size -= take;
-    if (buffered_ == sizeof(buffer_)) compress(buffer_), buffered_ = 0;
-  }
-}
-
-std::array<uint8_t, 32> Sha256::digest() {
-  const uint64_t bit_length = total_bytes_ * 8;
-  const uint8_t one = 0x80, zero = 0;
-  update(&one, 1);
-  while (buffered_ != 56) update(&zero, 1);
-  uint8_t length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(bit_length >> (56 - 8 * i));
-  update(length, 8);
-  std::array<uint8_t, 32> out;
-  for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < 4; ++j) out[4 * i + j] = static_cast<uint8_t>(state_[i] >> (24 - 8 * j));
-  return out;
-}
-
-std::string Sha256::hex_digest() {
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (uint8_t byte : digest()) hex += digits[byte >> 4], hex += digits[byte & 15];
-  return hex;
-}
-
 std::string sha256_hex(std::string_view bytes) {
-  Sha256 hash;
+  Hash hash;
   hash.update(bytes.data(), bytes.size());
   return hash.hex_digest();
 }
@@ -94,7 +50,7 @@ std::string sha256_hex(std::string_view bytes) {
 std::string sha256_file_hex(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error("cannot read " + path);
-  Sha256 hash;
+  Hash hash;
   std::vector<char> chunk(1 << 16);
   while (file) {
     file.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));

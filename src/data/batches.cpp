@@ -21,6 +21,15 @@ void fill_random_batch(Batch& batch, std::span<const int32_t> split, uint64_t se
   }
 }
 
+void fill_random_tokens(Batch& batch, uint64_t seed, uint32_t step, uint32_t first_window,
+                        int vocabulary_size) {
+  const RandomStream stream = make_stream(seed, RandomPurpose::kTrainBatch, step, first_window);
+  for (size_t i = 0; i < batch.inputs.size(); ++i) {
+    batch.inputs[i] = static_cast<int32_t>(stream.word(2 * i) % vocabulary_size);
+    batch.targets[i] = static_cast<int32_t>(stream.word(2 * i + 1) % vocabulary_size);
+  }
+}
+
 size_t consecutive_window_count(size_t split_length, int block_size) {
   return split_length < 1 ? 0 : (split_length - 1) / static_cast<size_t>(block_size);
 }

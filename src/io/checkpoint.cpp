@@ -1,21 +1,19 @@
 #include "io/checkpoint.h"
 
-#include <charconv>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/text_format.h"
+#include "io/checkpoint_metadata.h"
 #include "io/safetensors.h"
-#include "model/gpt.h"
 #include "io/torch_names.h"
+#include "model/gpt.h"
 
 namespace folio {
 
 namespace {
-
-constexpr const char* kFormat = "folio-gpt-1";
 
 // The structure of a metadata-less file, read off its tensor names and shapes. Each value goes
 // through the key table, so a hostile shape meets the same range checks as a typed flag.
@@ -59,24 +57,6 @@ Config infer_structure(const SafetensorsFile& file, Config config) {
   return config;
 }
 
-// A recorded number, or `fallback` when the entry is absent, malformed or not finite. Integers
-// are read as integers, never through a double whose cast would be undefined for huge values.
-template <typename Number>
-Number metadata_value(const std::map<std::string, std::string>& metadata, const std::string& key,
-                      Number fallback) {
-  auto it = metadata.find(key);
-  if (it == metadata.end()) return fallback;
-  Number value{};
-  const char* first = it->second.data();
-  const char* last = first + it->second.size();
-  const auto [end, error] = std::from_chars(first, last, value);
-  if (error != std::errc() || end != last) return fallback;
-  if constexpr (std::is_floating_point_v<Number>) {
-    if (!std::isfinite(value)) return fallback;
-  }
-  return value;
-}
-
 // The most parameters the file's tensors could give: every parameter takes at least 2 bytes (F16
 // or BF16). A bound, not a check of each tensor (from_seed_state_dict does that, naming it).
 size_t loadable_values(const SafetensorsFile& file) {
@@ -98,18 +78,12 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
   std::vector<TensorToWrite> tensors;
   for (const NamedTensor& tensor : named)
     tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
-  std::map<std::string, std::string> metadata = {
-      {"format", kFormat},
-      // A path in the config need not be UTF-8 (a Latin-1 file name): JSON cannot hold such
-      // bytes, so they are stored as U+FFFD rather than failing the save after training.
-      {"config",
-       config_to_json(config).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
-      {"vocab", vocabulary.symbols_utf8()},
-      {"step", std::to_string(step)},
-      {"train_loss", shortest_double(train_loss)},
-      {"val_loss", shortest_double(val_loss)},
-      {"parameters", std::to_string(model.parameter_count())},
-  };
+  std::map<std::string, std::string> metadata =
+      folio_metadata(kCheckpointFormat, config, vocabulary);
+  metadata["step"] = std::to_string(step);
+  metadata["train_loss"] = shortest_double(train_loss);
+  metadata["val_loss"] = shortest_double(val_loss);
+  metadata["parameters"] = std::to_string(model.parameter_count());
   write_safetensors(path, tensors, metadata);
 }
 
@@ -124,25 +98,14 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
   LoadedCheckpoint result;
   result.path = path;
   result.file_size = file.file_size();
-  const auto& metadata = file.metadata();
-  auto format = metadata.find("format");
-  if (format != metadata.end() && format->second == kFormat) {
+  const CheckpointMetadata metadata(file, "checkpoint " + path);
+  if (metadata.format() == kCheckpointFormat) {
     result.written_by_folio = true;
-    try {
-      result.config = Config{};
-      apply_config_json(result.config, nlohmann::json::parse(metadata.at("config")),
-                        "checkpoint " + path);
-      result.vocabulary = Vocabulary::from_utf8_symbols(metadata.at("vocab"));
-    } catch (const nlohmann::json::exception&) {
-      throw Error("checkpoint " + path + " has damaged metadata (config or vocab)");
-    } catch (const std::out_of_range&) {
-      throw Error("checkpoint " + path + " lacks its config or vocab metadata");
-    }
-    if (result.vocabulary.size() == 0)
-      throw Error("checkpoint " + path + " has an empty vocabulary: it is damaged");
-    result.step = metadata_value<int64_t>(metadata, "step", -1);
-    result.train_loss = metadata_value<double>(metadata, "train_loss", -1);
-    result.val_loss = metadata_value<double>(metadata, "val_loss", -1);
+    result.config = metadata.config();
+    result.vocabulary = metadata.vocabulary();
+    result.step = metadata.number_or<int64_t>("step", -1);
+    result.train_loss = metadata.number_or<double>("train_loss", -1);
+    result.val_loss = metadata.number_or<double>("val_loss", -1);
   } else {
     if (data_vocabulary == nullptr)
       throw Error("checkpoint " + path +

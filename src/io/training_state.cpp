@@ -4,39 +4,42 @@
 #include <filesystem>
 #include <limits>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
 #include "core/text_format.h"
+#include "io/checkpoint_metadata.h"
+#include "io/run_directory.h"
 #include "io/safetensors.h"
 
 namespace folio {
 
-namespace {
-constexpr const char* kFormat = "folio-train-state-1";
+std::string training_state_path(const std::string& out_dir) {
+  return RunDirectory(out_dir).state_path();
 }
 
-std::string training_state_path(const std::string& out_dir) {
-  return (std::filesystem::path(out_dir) / "state.safetensors").string();
+namespace {
+
+std::map<std::string, std::string> training_state_metadata(const TrainingState& state) {
+  std::map<std::string, std::string> metadata =
+      folio_metadata(kTrainingStateFormat, state.config, state.vocabulary);
+  // Infinity has no JSON or shortest-double spelling that reads back everywhere: say it in words.
+  metadata["best_val_loss"] =
+      std::isinf(state.best_val_loss) ? "inf" : shortest_double(state.best_val_loss);
+  metadata["text_sha256"] = state.data_sha256;
+  metadata["steps_done"] = std::to_string(state.steps_done);
+  metadata["optimizer_steps"] = std::to_string(state.optimizer_steps);
+  metadata["elapsed_seconds"] = shortest_double(state.elapsed_seconds);
+  return metadata;
 }
+
+}  // namespace
 
 void save_training_state(const std::string& path, const TrainingState& state) {
   const int64_t n = static_cast<int64_t>(state.parameters.size());
-  // Infinity has no JSON or shortest-double spelling that reads back everywhere: say it in words.
-  const std::string best = std::isinf(state.best_val_loss) ? "inf"
-                                                           : shortest_double(state.best_val_loss);
   write_safetensors(path,
                     {{"parameters", {n}, state.parameters.data()},
                      {"adam_m", {n}, state.first_moment.data()},
                      {"adam_v", {n}, state.second_moment.data()}},
-                    {{"format", kFormat},
-                     {"config", config_to_json(state.config).dump()},
-                     {"vocab", state.vocabulary.symbols_utf8()},
-                     {"text_sha256", state.data_sha256},
-                     {"steps_done", std::to_string(state.steps_done)},
-                     {"optimizer_steps", std::to_string(state.optimizer_steps)},
-                     {"best_val_loss", best},
-                     {"elapsed_seconds", shortest_double(state.elapsed_seconds)}});
+                    training_state_metadata(state));
 }
 
 TrainingState load_training_state(const std::string& path) {
@@ -45,27 +48,20 @@ TrainingState load_training_state(const std::string& path) {
                 ": --resume takes the out_dir of a run started by this folio (it writes "
                 "state.safetensors every checkpoint_interval steps and at exit)");
   const SafetensorsFile file = SafetensorsFile::read(path);
-  const auto& metadata = file.metadata();
-  auto format = metadata.find("format");
-  if (format == metadata.end() || format->second != kFormat)
+  const CheckpointMetadata metadata(file, path);
+  if (metadata.format() != kTrainingStateFormat)
     throw Error(path + " is not a folio training state (format " +
-                (format == metadata.end() ? std::string("missing") : format->second) + ")");
+                (metadata.format().empty() ? std::string("missing") : metadata.format()) + ")");
   TrainingState state;
-  try {
-    apply_config_json(state.config, nlohmann::json::parse(metadata.at("config")), path);
-    state.vocabulary = Vocabulary::from_utf8_symbols(metadata.at("vocab"));
-    state.data_sha256 = metadata.at("text_sha256");
-    state.steps_done = std::stoll(metadata.at("steps_done"));
-    state.optimizer_steps = std::stoll(metadata.at("optimizer_steps"));
-    const std::string best = metadata.at("best_val_loss");
-    state.best_val_loss =
-        best == "inf" ? std::numeric_limits<double>::infinity() : std::stod(best);
-    state.elapsed_seconds = std::stod(metadata.at("elapsed_seconds"));
-  } catch (const nlohmann::json::exception&) {
-    throw Error(path + " has damaged metadata");
-  } catch (const std::logic_error&) {  // out_of_range (missing key), invalid_argument (stoll)
-    throw Error(path + " lacks or garbles a metadata entry");
-  }
+  state.config = metadata.config();
+  state.vocabulary = metadata.vocabulary();
+  state.data_sha256 = metadata.text("text_sha256");
+  state.steps_done = metadata.number<int64_t>("steps_done");
+  state.optimizer_steps = metadata.number<int64_t>("optimizer_steps");
+  state.best_val_loss = metadata.text("best_val_loss") == "inf"
+                            ? std::numeric_limits<double>::infinity()
+                            : metadata.number<double>("best_val_loss");
+  state.elapsed_seconds = metadata.number<double>("elapsed_seconds");
   auto tensor = [&](const char* name) {
     const SafetensorsTensor* t = file.find(name);
     if (t == nullptr || t->dtype != "F32" || t->shape.size() != 1)

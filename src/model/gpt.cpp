@@ -14,23 +14,58 @@ namespace {
 struct NormTensors {
   float *out, *mean, *rstd;
   float *weight, *bias;
+
+  // The same from row `first` on (see BlockRows); the weights are not per row.
+  NormTensors from_row(size_t first, size_t C) const {
+    return {out + first * C, mean + first, rstd + first, weight, bias};
+  }
 };
 
 // The LayerNorm that reads the residual stream after block l: ln1 of block l + 1, or ln_f after
 // the last block (l = -1: the first block's ln1, which reads the embeddings).
-NormTensors norm_after(ActivationPlan& a, const ModelTensors& tensors, int l) {
-  if (l + 1 < static_cast<int>(a.layers.size())) {
-    LayerActivations& next = a.layers[l + 1];
+NormTensors norm_after(ActivationPlan& plan, const ModelTensors& tensors, int l) {
+  if (l + 1 < static_cast<int>(plan.layers.size())) {
+    LayerActivations& next = plan.layers[l + 1];
     const LayerTensors& t = tensors.layers[l + 1];
     return {next.ln1, next.ln1_mean, next.ln1_rstd, t.ln1_weight, t.ln1_bias};
   }
-  return {a.lnf, a.lnf_mean, a.lnf_rstd, tensors.lnf_weight, tensors.lnf_bias};
+  return {plan.lnf, plan.lnf_mean, plan.lnf_rstd, tensors.lnf_weight, tensors.lnf_bias};
+}
+
+// The activations a forward pass writes, from row `first` on: generation's key/value cache
+// computes rows first..T-1 of its one sample alone, training and evaluation every row (first 0).
+// The row-wise ops (matmul, LayerNorm, activation, residual adds, loss) take these; attention
+// takes the whole buffers and `first` itself, since its new rows read the cached ones.
+struct BlockRows {
+  float *qkv, *att, *residual_mid;
+  float *ln2, *ln2_mean, *ln2_rstd;
+  float *fc, *fc_act, *residual_out;
+};
+
+BlockRows block_rows(const LayerActivations& block, size_t first, const ModelShape& shape) {
+  const size_t C = shape.n_embd, A = shape.attention_width(), F = shape.hidden_width();
+  return {block.qkv + first * 3 * A, block.att + first * A,    block.residual_mid + first * C,
+          block.ln2 + first * C,     block.ln2_mean + first,   block.ln2_rstd + first,
+          block.fc + first * F,      block.fc_act + first * F, block.residual_out + first * C};
+}
+
+struct ModelRows {
+  int32_t *tokens, *targets;
+  float *embedded, *branch, *logits, *losses;
+};
+
+ModelRows model_rows(const ActivationPlan& plan, size_t first, const ModelShape& shape) {
+  const size_t C = shape.n_embd, V = shape.vocab_size;
+  return {plan.tokens + first,     plan.targets + first,    plan.embedded + first * C,
+          plan.branch + first * C, plan.logits + first * V, plan.losses + first};
 }
 
 }  // namespace
 
 GPT::GPT(Backend& backend, const ModelShape& shape)
-    : backend_(backend), shape_(shape), layout_(shape),
+    : backend_(backend),
+      shape_(shape),
+      layout_(shape),
       parameters_(backend, layout_.total() * sizeof(float)),
       gradients_(backend, layout_.total() * sizeof(float)) {
   weights_ = bind_tensors(layout_, shape_, parameters());
@@ -62,7 +97,8 @@ void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init) 
       const double u2 = block.word[lane + 1] / 4294967296.0;      // [0, 1)
       const double radius = std::sqrt(-2.0 * std::log(u1)) * stddev;
       values[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
-      if (i + 1 < tensor.size) values[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
+      if (i + 1 < tensor.size)
+        values[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
     }
   }
   write_parameters(host);
@@ -85,7 +121,9 @@ std::vector<float> GPT::read_gradients() const {
   return host;
 }
 
-void GPT::zero_gradients() { backend_.fill_zero(gradients(), layout_.total() * sizeof(float)); }
+void GPT::zero_gradients() {
+  backend_.fill_zero(gradients(), layout_.total() * sizeof(float));
+}
 
 void GPT::plan(int B, int T, bool with_gradients) {
   if (T > shape_.block_size)
@@ -96,64 +134,63 @@ void GPT::plan(int B, int T, bool with_gradients) {
 
 void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                   const DropoutContext& dropout, int first_row) {
-  ActivationPlan& a = activations_;
-  if (first_row > 0 && (B != 1 || T > a.T))
+  if (first_row > 0 && (B != 1 || T > activations_.T))
     throw Error("internal: the key/value cache needs B = 1 and planned activations");
   // Plan for whole windows at once, so that a growing generation context never re-plans (which
   // would drop the cached rows).
-  if (B > a.B || T > a.T) plan(std::max(B, a.B), shape_.block_size, a.with_gradients);
-  // Each op below works on rows first_row..T-1 of the (single) sample when first_row > 0.
+  if (B > activations_.B || T > activations_.T)
+    plan(std::max(B, activations_.B), shape_.block_size, activations_.with_gradients);
   const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
   const int H = shape_.n_head, hs = shape_.head_size, V = shape_.vocab_size;
+  const size_t first = static_cast<size_t>(first_row);
   const int rows = B * T - first_row;  // rows computed by the row-wise ops
-  const size_t r0 = static_cast<size_t>(first_row);
-  Backend& k = backend_;
+  const size_t per_sample = static_cast<size_t>(T - first_row) * C;
+  const ModelRows model = model_rows(activations_, first, shape_);
 
-  k.copy_to_device(a.tokens + r0, tokens + r0, rows * sizeof(int32_t));
-  if (targets) k.copy_to_device(a.targets + r0, targets + r0, rows * sizeof(int32_t));
+  backend_.copy_to_device(model.tokens, tokens + first, rows * sizeof(int32_t));
+  if (targets) backend_.copy_to_device(model.targets, targets + first, rows * sizeof(int32_t));
 
   // x = token_embedding_table(idx) + position_embedding_table(arange(T))
-  k.embedding_forward(a.embedded + r0 * C, a.tokens + r0, weights_.token_embedding,
-                      weights_.position_embedding, B, T - first_row, C, first_row);
-  const float* x = a.embedded;
-  const size_t per_sample = static_cast<size_t>(T - first_row) * C;
+  backend_.embedding_forward(model.embedded, model.tokens, weights_.token_embedding,
+                             weights_.position_embedding, B, T - first_row, C, first_row);
+  const float* x = model.embedded;
   // Each residual add runs fused with the LayerNorm that reads its result: ln2 inside a block, and
   // the next block's ln1 (ln_f after the last block) at its end; only the first ln1 runs alone.
-  const NormTensors first = norm_after(a, weights_, -1);
-  k.layernorm_forward(first.out + r0 * C, first.mean + r0, first.rstd + r0, x + r0 * C,
-                      first.weight, first.bias, rows, C);
+  const NormTensors ln1 = norm_after(activations_, weights_, -1).from_row(first, C);
+  backend_.layernorm_forward(ln1.out, ln1.mean, ln1.rstd, x, ln1.weight, ln1.bias, rows, C);
   for (int l = 0; l < shape_.n_layer; ++l) {
     const LayerTensors& w = weights_.layers[l];
-    LayerActivations& act = a.layers[l];
+    LayerActivations& block = activations_.layers[l];
+    const BlockRows row = block_rows(block, first, shape_);
+    const float* ln1_out = norm_after(activations_, weights_, l - 1).from_row(first, C).out;
     // x = x + sa(ln1(x)); sa = dropout(proj(concat of heads)), each head dropout on its weights
-    k.matmul_forward(act.qkv + r0 * 3 * A, act.ln1 + r0 * C, w.qkv_weight, nullptr, rows, C,
-                     3 * A);
-    k.attention_forward(act.att, act.attention_saved, act.qkv, B, T, H, hs, first_row,
-                        dropout.at(l, DropoutSite::kAttentionWeights));
-    k.matmul_forward(a.branch + r0 * C, act.att + r0 * A, w.proj_weight, w.proj_bias, rows, A, C);
-    k.dropout_add_layernorm_forward(act.residual_mid + r0 * C, act.ln2 + r0 * C, act.ln2_mean + r0,
-                                    act.ln2_rstd + r0, x + r0 * C, a.branch + r0 * C,
-                                    w.ln2_weight, w.ln2_bias, B, per_sample, C,
-                                    dropout.at(l, DropoutSite::kAttentionOutput));
+    backend_.matmul_forward(row.qkv, ln1_out, w.qkv_weight, nullptr, rows, C, 3 * A);
+    backend_.attention_forward(block.att, block.attention_saved, block.qkv, B, T, H, hs, first_row,
+                               dropout.at(l, DropoutSite::kAttentionWeights));
+    backend_.matmul_forward(model.branch, row.att, w.proj_weight, w.proj_bias, rows, A, C);
+    backend_.dropout_add_layernorm_forward(row.residual_mid, row.ln2, row.ln2_mean, row.ln2_rstd, x,
+                                           model.branch, w.ln2_weight, w.ln2_bias, B, per_sample, C,
+                                           dropout.at(l, DropoutSite::kAttentionOutput));
     // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
-    k.matmul_forward(act.fc + r0 * F, act.ln2 + r0 * C, w.fc_weight, w.fc_bias, rows, C, F);
-    k.activation_forward(act.fc_act + r0 * F, act.fc + r0 * F, static_cast<size_t>(rows) * F,
-                         shape_.activation);
-    k.matmul_forward(a.branch + r0 * C, act.fc_act + r0 * F, w.fc2_weight, w.fc2_bias, rows, F, C);
-    const NormTensors next = norm_after(a, weights_, l);
-    k.dropout_add_layernorm_forward(act.residual_out + r0 * C, next.out + r0 * C, next.mean + r0,
-                                    next.rstd + r0, act.residual_mid + r0 * C, a.branch + r0 * C,
-                                    next.weight, next.bias, B, per_sample, C,
-                                    dropout.at(l, DropoutSite::kFeedForwardOutput));
-    x = act.residual_out;
+    backend_.matmul_forward(row.fc, row.ln2, w.fc_weight, w.fc_bias, rows, C, F);
+    backend_.activation_forward(row.fc_act, row.fc, static_cast<size_t>(rows) * F,
+                                shape_.activation);
+    backend_.matmul_forward(model.branch, row.fc_act, w.fc2_weight, w.fc2_bias, rows, F, C);
+    const NormTensors next = norm_after(activations_, weights_, l).from_row(first, C);
+    backend_.dropout_add_layernorm_forward(
+        row.residual_out, next.out, next.mean, next.rstd, row.residual_mid, model.branch,
+        next.weight, next.bias, B, per_sample, C, dropout.at(l, DropoutSite::kFeedForwardOutput));
+    x = row.residual_out;
   }
   // logits = lm_head(ln_f(x)), ln_f having run with the last residual add
-  k.matmul_forward(a.logits + r0 * V, a.lnf + r0 * C, weights_.lm_head_weight,
-                   weights_.lm_head_bias, rows, C, V);
+  const float* ln_f_out =
+      norm_after(activations_, weights_, shape_.n_layer - 1).from_row(first, C).out;
+  backend_.matmul_forward(model.logits, ln_f_out, weights_.lm_head_weight, weights_.lm_head_bias,
+                          rows, C, V);
   if (targets) {
     // loss = F.cross_entropy(logits.view(B*T, V), targets.view(B*T)), mean taken in mean_loss()
-    k.cross_entropy_forward(a.losses + r0, a.logits + r0 * V, a.targets + r0, rows, V);
-    k.sum(a.loss_sum, a.losses + r0, static_cast<size_t>(rows));
+    backend_.cross_entropy_forward(model.losses, model.logits, model.targets, rows, V);
+    backend_.sum(activations_.loss_sum, model.losses, static_cast<size_t>(rows));
   }
   last_B_ = B;
   last_T_ = T;
@@ -168,64 +205,64 @@ float GPT::mean_loss() const {
 }
 
 void GPT::backward(float dloss) {
-  ActivationPlan& a = activations_;
-  if (!a.with_gradients) throw Error("internal: plan(B, T, true) before training");
+  ActivationPlan& act = activations_;
+  if (!act.with_gradients) throw Error("internal: plan(B, T, true) before training");
   if (!last_had_targets_) throw Error("internal: backward() needs a forward() with targets");
   const int B = last_B_, T = last_T_, BT = B * T;
   const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
   const int H = shape_.n_head, hs = shape_.head_size, V = shape_.vocab_size;
   const size_t per_sample = static_cast<size_t>(T) * C;
   const DropoutContext& dropout = last_dropout_;
-  Backend& k = backend_;
 
   // logits = lm_head(ln_f(x))
-  k.cross_entropy_backward(a.d_logits, a.logits, a.targets, BT, V, dloss);
-  k.matmul_backward(a.d_ln, grads_.lm_head_weight, grads_.lm_head_bias, a.d_logits, a.lnf,
-                    weights_.lm_head_weight, BT, C, V);
-  k.fill_zero(a.d_residual, static_cast<size_t>(BT) * C * sizeof(float));
+  backend_.cross_entropy_backward(act.d_logits, act.logits, act.targets, BT, V, dloss);
+  backend_.matmul_backward(act.d_ln, grads_.lm_head_weight, grads_.lm_head_bias, act.d_logits,
+                           act.lnf, weights_.lm_head_weight, BT, C, V);
+  backend_.fill_zero(act.d_residual, static_cast<size_t>(BT) * C * sizeof(float));
   // As in the forward pass, each LayerNorm runs fused with the residual add that produced its
   // input: the backward of the LayerNorm after block l (ln_f, or ln1 of block l + 1) goes on
   // into that block's feed-forward branch, leaving its gradient in d_branch.
   auto norm_backward = [&](int l) {
-    const NormTensors norm = norm_after(a, weights_, l), grad = norm_after(a, grads_, l);
+    const NormTensors norm = norm_after(act, weights_, l), grad = norm_after(act, grads_, l);
     if (l < 0) {
-      k.layernorm_backward(a.d_residual, grad.weight, grad.bias, a.d_ln, a.embedded, norm.weight,
-                           norm.mean, norm.rstd, BT, C);
+      backend_.layernorm_backward(act.d_residual, grad.weight, grad.bias, act.d_ln, act.embedded,
+                                  norm.weight, norm.mean, norm.rstd, BT, C);
       return;
     }
-    k.layernorm_dropout_add_backward(a.d_residual, a.d_branch, grad.weight, grad.bias, a.d_ln,
-                                     a.layers[l].residual_out, norm.weight, norm.mean, norm.rstd,
-                                     B, per_sample, C,
-                                     dropout.at(l, DropoutSite::kFeedForwardOutput));
+    backend_.layernorm_dropout_add_backward(act.d_residual, act.d_branch, grad.weight, grad.bias,
+                                            act.d_ln, act.layers[l].residual_out, norm.weight,
+                                            norm.mean, norm.rstd, B, per_sample, C,
+                                            dropout.at(l, DropoutSite::kFeedForwardOutput));
   };
   norm_backward(shape_.n_layer - 1);  // ln_f
 
   for (int l = shape_.n_layer - 1; l >= 0; --l) {
     const LayerTensors& w = weights_.layers[l];
     const LayerTensors& g = grads_.layers[l];
-    const LayerActivations& act = a.layers[l];
+    const LayerActivations& block = act.layers[l];
     // x = x + ffwd(ln2(x)): d_residual flows through unchanged, d_branch into the branch
-    k.matmul_backward(a.d_fc_act, g.fc2_weight, g.fc2_bias, a.d_branch, act.fc_act, w.fc2_weight,
-                      BT, F, C);
-    k.activation_backward(a.d_fc, a.d_fc_act, act.fc, static_cast<size_t>(BT) * F,
-                          shape_.activation);
-    k.matmul_backward(a.d_ln, g.fc_weight, g.fc_bias, a.d_fc, act.ln2, w.fc_weight, BT, C, F);
-    k.layernorm_dropout_add_backward(a.d_residual, a.d_branch, g.ln2_weight, g.ln2_bias, a.d_ln,
-                                     act.residual_mid, w.ln2_weight, act.ln2_mean, act.ln2_rstd,
-                                     B, per_sample, C,
-                                     dropout.at(l, DropoutSite::kAttentionOutput));
+    backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
+                             w.fc2_weight, BT, F, C);
+    backend_.activation_backward(act.d_fc, act.d_fc_act, block.fc, static_cast<size_t>(BT) * F,
+                                 shape_.activation);
+    backend_.matmul_backward(act.d_ln, g.fc_weight, g.fc_bias, act.d_fc, block.ln2, w.fc_weight, BT,
+                             C, F);
+    backend_.layernorm_dropout_add_backward(act.d_residual, act.d_branch, g.ln2_weight, g.ln2_bias,
+                                            act.d_ln, block.residual_mid, w.ln2_weight,
+                                            block.ln2_mean, block.ln2_rstd, B, per_sample, C,
+                                            dropout.at(l, DropoutSite::kAttentionOutput));
     // x = x + sa(ln1(x))
-    k.matmul_backward(a.d_att, g.proj_weight, g.proj_bias, a.d_branch, act.att, w.proj_weight, BT,
-                      A, C);
-    k.attention_backward(a.d_qkv, a.d_att, act.qkv, act.attention_saved, B, T, H, hs,
-                         dropout.at(l, DropoutSite::kAttentionWeights));
-    k.matmul_backward(a.d_ln, g.qkv_weight, nullptr, a.d_qkv, act.ln1, w.qkv_weight, BT, C,
-                      3 * A);
+    backend_.matmul_backward(act.d_att, g.proj_weight, g.proj_bias, act.d_branch, block.att,
+                             w.proj_weight, BT, A, C);
+    backend_.attention_backward(act.d_qkv, act.d_att, block.qkv, block.attention_saved, B, T, H, hs,
+                                dropout.at(l, DropoutSite::kAttentionWeights));
+    backend_.matmul_backward(act.d_ln, g.qkv_weight, nullptr, act.d_qkv, block.ln1, w.qkv_weight,
+                             BT, C, 3 * A);
     norm_backward(l - 1);  // ln1, fused with the previous block's feed-forward add
   }
   // x = token_embedding_table(idx) + position_embedding_table(arange(T))
-  k.embedding_backward(grads_.token_embedding, grads_.position_embedding, a.d_residual, a.tokens,
-                       B, T, C);
+  backend_.embedding_backward(grads_.token_embedding, grads_.position_embedding, act.d_residual,
+                              act.tokens, B, T, C);
 }
 
 std::vector<float> GPT::logits_row(int b, int t) const {
@@ -244,7 +281,8 @@ std::vector<float> GPT::read_logits() const {
 }
 
 std::vector<float> GPT::read_feed_forward_preactivations(int layer) const {
-  if (layer < 0 || layer >= shape_.n_layer) throw Error("internal: no block " + std::to_string(layer));
+  if (layer < 0 || layer >= shape_.n_layer)
+    throw Error("internal: no block " + std::to_string(layer));
   std::vector<float> fc(static_cast<size_t>(last_B_) * last_T_ * shape_.hidden_width());
   backend_.copy_to_host(fc.data(), activations_.layers[layer].fc, fc.size() * sizeof(float));
   return fc;

@@ -8,7 +8,7 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& da
                                                const Config& config, uint32_t round, int rank,
                                                int world, const std::function<bool()>& keep_going) {
   const int B = config.batch_size, T = config.block_size;
-  const int64_t global_windows = int64_t(world) * B * config.grad_accum;
+  const BatchSplit windows{world, rank, B, config.grad_accum};
   Batch batch(B, T);
   SplitLosses sums;
   for (int split = 0; split < 2; ++split) {
@@ -17,7 +17,7 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& da
     double& total = split == 0 ? sums.train : sums.val;
     for (int k = 0; k < config.eval_iters; ++k) {
       for (int micro = 0; micro < config.grad_accum; ++micro) {
-        const int64_t first = k * global_windows + (int64_t(micro) * world + rank) * B;
+        const int64_t first = k * windows.global_windows() + windows.first_window(micro);
         fill_random_batch(batch, tokens, config.seed, purpose, round, static_cast<uint32_t>(first));
         model.forward(batch.inputs.data(), batch.targets.data(), B, T, DropoutContext{});
         total += model.mean_loss();
@@ -35,8 +35,7 @@ double split_loss(GPT& model, std::span<const int32_t> split, int block_size, in
   double total = 0.0;
   for (size_t first = 0; first < count; first += batch_size) {
     const int filled = fill_consecutive_batch(batch, split, first);
-    model.forward(batch.inputs.data(), batch.targets.data(), filled, block_size,
-                  DropoutContext{});
+    model.forward(batch.inputs.data(), batch.targets.data(), filled, block_size, DropoutContext{});
     total += static_cast<double>(model.mean_loss()) * filled;
     if (on_progress) on_progress(first + filled);
   }

@@ -32,8 +32,8 @@ double measure_matmul_flops(Backend& backend, int size, double min_seconds) {
 
   auto timed_product = [&] {
     const Clock::time_point start = Clock::now();
-    backend.matmul_forward(output.as<float>(), input.as<float>(), weight.as<float>(), nullptr,
-                           size, size, size);
+    backend.matmul_forward(output.as<float>(), input.as<float>(), weight.as<float>(), nullptr, size,
+                           size, size);
     backend.synchronize();
     return std::chrono::duration<double>(Clock::now() - start).count();
   };

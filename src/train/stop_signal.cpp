@@ -21,8 +21,9 @@ void write_text(const char* text) {
 
 void on_stop_signal(int signal_number) {
   if (signals_seen.fetch_add(1) == 0) {
-    write_text("\nfolio: stopping after the current step to save the training state "
-               "(signal again to stop at once)\n");
+    write_text(
+        "\nfolio: stopping after the current step to save the training state "
+        "(signal again to stop at once)\n");
     // Blocked on the other ranks: if one of them died, the launcher is stopping the job and
     // this is the last chance to say so.
     if (const char* what = collective_being_waited_for()) {
@@ -30,7 +31,8 @@ void on_stop_signal(int signal_number) {
       int rank = rank_for_messages(), length = 0;
       char digits[16];
       if (rank >= 0) {
-        do digits[length++] = static_cast<char>('0' + rank % 10), rank /= 10; while (rank > 0);
+        do digits[length++] = static_cast<char>('0' + rank % 10), rank /= 10;
+        while (rank > 0);
         for (int i = 0; i < length; ++i) rank_text[i] = digits[length - 1 - i];
         rank_text[length] = '\0';
       }
@@ -57,6 +59,8 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-bool stop_requested() { return signals_seen.load() > 0; }
+bool stop_requested() {
+  return signals_seen.load() > 0;
+}
 
 }  // namespace folio

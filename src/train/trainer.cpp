@@ -1,12 +1,8 @@
 #include "train/trainer.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -20,15 +16,15 @@
 #include "data/epoch_sampler.h"
 #include "io/checkpoint.h"
 #include "io/metrics_log.h"
-#include "io/safetensors.h"
+#include "io/run_directory.h"
 #include "model/generate.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/lr_schedule.h"
+#include "progress/progress.h"
 #include "train/evaluate.h"
 #include "train/mfu.h"
-#include "progress/progress.h"
 #include "train/stop_signal.h"
+#include "train/training_step.h"
 
 namespace folio {
 
@@ -40,68 +36,14 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The CPU backend's "device" memory is host memory: reading the loss costs nothing.
-bool device_memory_is_host(const Backend& backend) { return backend.name() == "cpu"; }
-
-// Checks at start that out_dir can take files (better now than after an hour of training) and
-// does not hold another run's checkpoint, which the new run's first save would replace; clears
-// temporary files that a run killed in the middle of a save left behind.
-void prepare_out_dir(const std::string& out_dir, bool continuing_or_overwriting) {
-  std::error_code error;
-  if (!continuing_or_overwriting)
-    for (const char* name : {"ckpt.safetensors", "state.safetensors"})
-      if (std::filesystem::exists(std::filesystem::path(out_dir) / name))
-        throw Error("out_dir " + out_dir + " already holds a run (" + name +
-                    "): continue it with --resume " + out_dir +
-                    ", or choose another --out_dir, or pass --overwrite to replace it");
-  std::filesystem::create_directories(out_dir, error);
-  if (error || !std::filesystem::is_directory(out_dir))
-    throw Error("cannot create out_dir " + out_dir + ": " + error.message());
-  for (const auto& entry : std::filesystem::directory_iterator(out_dir, error)) {
-    const std::string name = entry.path().filename().string();
-    for (const char* prefix :
-         {".ckpt.safetensors.tmp.", ".state.safetensors.tmp.", ".metrics.jsonl.tmp."})
-      if (name.rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), error);
-  }
-  const std::string probe = (std::filesystem::path(out_dir) / ".folio_write_test").string();
-  std::ofstream file(probe);
-  file << "ok";
-  file.close();
-  if (!file)
-    throw Error("out_dir " + out_dir + " is not writable (or the disk is full): pass --out_dir "
-                "with a folder you can write to");
-  std::filesystem::remove(probe, error);
-}
-
 // Everything that must be equal on all ranks for their gradients to be summable: the config
-// (minus what may differ per host) and the text.
+// keys whose scope says so (config_keys.cpp) and the text.
 std::string agreement_digest(const Config& config, const std::string& data_sha256) {
-  nlohmann::json json = config_to_json(config);
-  for (const char* per_rank : {"threads", "device", "out_dir", "data", "log_interval",
-                               "dist_timeout", "sample_tokens", "checkpoint_interval"})
-    json.erase(per_rank);
-  return sha256_hex(json.dump() + "\n" + data_sha256);
-}
-
-// Keeps the records a resumed run would have written: evaluations before `steps_done` (an
-// evaluation at step s runs before step s's update) and training records up to it.
-void truncate_metrics_log(const std::string& path, int64_t steps_done) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    try {
-      const nlohmann::json record = nlohmann::json::parse(line);
-      const int64_t step = record.at("step").get<int64_t>();
-      const bool is_eval = record.at("type") == "eval";
-      if (is_eval ? step < steps_done : step <= steps_done) kept += line + "\n";
-    } catch (const nlohmann::json::exception&) {
-      // A line cut short by the kill: drop it.
-    }
-  }
-  in.close();
-  // Atomically: a kill between truncating and rewriting the file would lose the whole log.
-  write_file_atomically(path, kept);
+  std::string text;
+  for (const ConfigKey& key : config_keys())
+    if (ranks_must_agree(key))
+      text += std::string(key.name) + "=" + get_config_value(config, key) + "\n";
+  return sha256_hex(text + data_sha256);
 }
 
 class Trainer {
@@ -111,33 +53,46 @@ class Trainer {
   TrainResult run();
 
  private:
-  bool is_root() const { return communicator_.is_root(); }
+  // ---- the phases of run(), in order ----
   void start_from_parameters();
   void check_ranks_agree_on_setup();
+  void open_run_directory();
+  void print_header();
+  void start_progress();
+  bool is_evaluation_step(int step) const;
+  // Estimates both losses, records them, checkpoints when val improved. False when a stop
+  // signal cut the evaluation short.
+  bool evaluate_and_checkpoint(int step);
+  // Returns the step's loss when it was measured, else NaN.
+  double train_one_step(int step, double learning_rate);
+  void log_step(int step, double loss, double learning_rate);
+  void save_state_if_due(int step);
+  void stop_after(int64_t steps_done);
+  void print_summary();
+
+  // ---- helpers ----
+  bool is_root() const { return communicator_.is_root(); }
+  bool log_interval_reached(int step) const {
+    return config_.log_interval > 0 && (step + 1) % config_.log_interval == 0;
+  }
   void check_ranks_agree_on_weights(int step);
-  std::optional<SplitLosses> evaluate(int step);
-  // Returns the step's global mean loss when `measure_loss`, else NaN (reading the loss waits for
-  // the device).
-  double train_step(int step, bool measure_loss);
-  void sum_gradients_over_ranks();
-  void stop_if_not_finite(int step, double loss);
+  std::optional<SplitLosses> estimate_loss(int step);
+  void fill_train_batch(Batch& batch, uint32_t step, int64_t first_window);
   void save_state(int64_t steps_done);
   bool stop_agreed();
   void print_sample(const char* when, uint32_t index);
+  double seconds_trained() const { return earlier_seconds_ + seconds_since(session_start_); }
 
   const Config config_;
   const TextDataset& data_;
   Backend& backend_;
   Communicator& communicator_;
   const TrainOptions options_;
-  const int batch_size_, block_size_;
-  const int64_t global_windows_;  // windows per step over all ranks and micro-steps
+  const RunDirectory run_directory_;
   GPT model_;
-  AdamW optimizer_;
-  Batch batch_;
+  TrainingStep training_;
+  const int64_t tokens_per_step_;
   std::optional<EpochSampler> epoch_sampler_;
-  DeviceBuffer squared_norm_;
-  std::string checkpoint_path_, state_path_;
   std::optional<MetricsLog> metrics_;
   std::optional<TrainingProgress> progress_;
   double flops_per_token_ = 0, peak_flops_ = 0;  // for MFU
@@ -145,23 +100,62 @@ class Trainer {
   double best_val_loss_ = std::numeric_limits<double>::infinity();
   double earlier_seconds_ = 0;
   Clock::time_point session_start_ = Clock::now();
+  // The steps since the last progress line, which it reports the speed of.
+  Clock::time_point window_start_ = Clock::now();
+  int window_steps_ = 0;
   TrainResult result_;
 };
 
 Trainer::Trainer(const Config& config, const TextDataset& data, Backend& backend,
                  Communicator& communicator, const TrainOptions& options)
-    : config_(config), data_(data), backend_(backend), communicator_(communicator),
-      options_(options), batch_size_(config.batch_size), block_size_(config.block_size),
-      global_windows_(int64_t(communicator.world_size()) * config.batch_size * config.grad_accum),
+    : config_(config),
+      data_(data),
+      backend_(backend),
+      communicator_(communicator),
+      options_(options),
+      run_directory_(config.out_dir),
       model_(backend, ModelShape::from_config(config, data.vocabulary.size())),
-      optimizer_(model_, config), batch_(config.batch_size, config.block_size),
-      squared_norm_(backend, sizeof(float)) {
-  if (config.sampling == "epoch") epoch_sampler_.emplace(data.train(), block_size_, config.seed);
-  checkpoint_path_ = (std::filesystem::path(config.out_dir) / "ckpt.safetensors").string();
-  state_path_ = training_state_path(config.out_dir);
+      training_(model_, config, communicator),
+      tokens_per_step_(training_.split().global_windows() * config.block_size) {
+  if (config.sampling == "epoch")
+    epoch_sampler_.emplace(data.train(), config.block_size, config.seed);
+}
+
+// The seed's loop: evaluate every eval_interval steps and at the last, then one training step.
+TrainResult Trainer::run() {
+  start_from_parameters();
+  check_ranks_agree_on_setup();
+  open_run_directory();
+  print_header();
+  if (!options_.resume) print_sample("before", 0);
+  start_progress();
+  for (int step = static_cast<int>(start_step_); step < config_.max_iters; ++step) {
+    if (is_evaluation_step(step) && !evaluate_and_checkpoint(step)) {
+      stop_after(step);  // the signal came during the evaluation: resume redoes it
+      break;
+    }
+    const double learning_rate = learning_rate_at(config_, step);
+    const double loss = train_one_step(step, learning_rate);
+    log_step(step, loss, learning_rate);
+    save_state_if_due(step);
+    if (stop_agreed()) {
+      stop_after(step + 1);
+      break;
+    }
+  }
+  if (!result_.interrupted) {
+    result_.steps_done = std::max<int64_t>(start_step_, config_.max_iters);
+    save_state(result_.steps_done);
+  }
+  result_.best_val_loss = best_val_loss_;
+  result_.seconds = seconds_trained();
+  progress_->finish();
+  print_summary();
+  return result_;
 }
 
 void Trainer::start_from_parameters() {
+  AdamW& optimizer = training_.optimizer();
   if (options_.resume != nullptr) {
     const TrainingState& state = *options_.resume;
     if (state.parameters.size() != model_.parameter_count())
@@ -170,17 +164,17 @@ void Trainer::start_from_parameters() {
                   std::to_string(model_.parameter_count()));
     model_.write_parameters(state.parameters);
     const size_t bytes = state.parameters.size() * sizeof(float);
-    backend_.copy_to_device(optimizer_.first_moment(), state.first_moment.data(), bytes);
-    backend_.copy_to_device(optimizer_.second_moment(), state.second_moment.data(), bytes);
-    optimizer_.set_steps_taken(state.optimizer_steps);
+    backend_.copy_to_device(optimizer.first_moment(), state.first_moment.data(), bytes);
+    backend_.copy_to_device(optimizer.second_moment(), state.second_moment.data(), bytes);
+    optimizer.set_steps_taken(state.optimizer_steps);
     start_step_ = state.steps_done;
     best_val_loss_ = state.best_val_loss;
     earlier_seconds_ = state.elapsed_seconds;
     return;  // every rank read the same file: nothing to broadcast
   }
   if (!options_.init_from.empty()) {
-    const LoadedCheckpoint checkpoint = load_checkpoint(options_.init_from, config_,
-                                                        &data_.vocabulary);
+    const LoadedCheckpoint checkpoint =
+        load_checkpoint(options_.init_from, config_, &data_.vocabulary);
     if (checkpoint.parameters.size() != model_.parameter_count() ||
         checkpoint.vocabulary.symbols() != data_.vocabulary.symbols())
       throw Error("--init_from " + options_.init_from +
@@ -206,6 +200,90 @@ void Trainer::check_ranks_agree_on_setup() {
                   "differ): give every rank the same --config, overrides and text");
 }
 
+void Trainer::open_run_directory() {
+  if (!is_root()) return;
+  run_directory_.prepare(options_.resume != nullptr || options_.overwrite);
+  if (options_.resume) run_directory_.truncate_metrics(start_step_);
+  metrics_.emplace(run_directory_.metrics_path(), options_.resume != nullptr);
+}
+
+void Trainer::print_header() {
+  if (!is_root()) return;
+  // As the seed: print(sum(p.numel() for p in model.parameters())/1e6, 'M parameters')
+  std::cout << shortest_double(static_cast<double>(model_.parameter_count()) / 1e6)
+            << " M parameters\n";
+  std::cout << "device " << backend_.description() << "; data " << data_.path << ": "
+            << data_.tokens.size() << " characters, vocabulary " << data_.vocabulary.size()
+            << ", train " << data_.train().size() << ", val " << data_.val().size() << "\n";
+  const BatchSplit& split = training_.split();
+  if (split.world > 1)
+    std::cout << "distributed: " << split.world << " ranks started by " << options_.launcher
+              << ", collectives over " << communicator_.name() << "; global batch " << split.world
+              << " x " << split.batch_size << " x " << split.grad_accum << " = "
+              << split.global_windows() << " windows\n";
+  if (options_.resume)
+    std::cout << "resuming at step " << start_step_ << " of " << config_.max_iters << "\n";
+  std::cout << std::flush;
+}
+
+void Trainer::start_progress() {
+  flops_per_token_ = training_flops_per_token(model_.shape(), model_.parameter_count());
+  if (is_root()) {
+    // The device's peak for MFU: a GPU's datasheet figure, a CPU's measured sgemm speed.
+    const double device_peak = backend_.peak_flops();
+    peak_flops_ = communicator_.world_size() *
+                  (device_peak > 0 ? device_peak : measure_matmul_flops(backend_));
+  }
+  progress_.emplace(ProgressSettings{.total_steps = config_.max_iters,
+                                     .first_step = start_step_,
+                                     .quiet = options_.quiet,
+                                     .is_printer = is_root()},
+                    StatusLine::standard_output());
+}
+
+bool Trainer::is_evaluation_step(int step) const {
+  return step % config_.eval_interval == 0 || step == config_.max_iters - 1;
+}
+
+bool Trainer::evaluate_and_checkpoint(int step) {
+  const std::optional<SplitLosses> losses = estimate_loss(step);
+  if (!losses) return false;
+  check_ranks_agree_on_weights(step);
+  result_.last_train_loss = losses->train;
+  result_.last_val_loss = losses->val;
+  progress_->eval_done(step, losses->train, losses->val);
+  if (is_root())
+    metrics_->write({{"type", "eval"},
+                     {"step", step},
+                     {"train_loss", losses->train},
+                     {"val_loss", losses->val},
+                     {"time_s", seconds_trained()},
+                     {"tokens", tokens_per_step_ * step}});
+  if (losses->val < best_val_loss_) {
+    best_val_loss_ = losses->val;
+    if (is_root()) {
+      const std::string path = run_directory_.checkpoint_path();
+      save_checkpoint(path, model_, config_, data_.vocabulary, step, losses->train, losses->val);
+      progress_->line("step " + std::to_string(step) + ": val loss improved, saved " + path);
+    }
+  }
+  window_start_ = Clock::now();  // progress timing leaves out the evaluation
+  window_steps_ = 0;
+  return true;
+}
+
+std::optional<SplitLosses> Trainer::estimate_loss(int step) {
+  const auto share =
+      estimate_loss_share(model_, data_, config_, static_cast<uint32_t>(step), communicator_.rank(),
+                          communicator_.world_size(), [&] { return !stop_agreed(); });
+  if (!share) return std::nullopt;
+  double sums[2] = {share->train, share->val};
+  communicator_.all_reduce_sum_host(sums, 2);
+  const double batches =
+      double(config_.eval_iters) * config_.grad_accum * communicator_.world_size();
+  return SplitLosses{sums[0] / batches, sums[1] / batches};
+}
+
 void Trainer::check_ranks_agree_on_weights(int step) {
   if (communicator_.world_size() == 1) return;
   const std::vector<float> parameters = model_.read_parameters();
@@ -220,97 +298,118 @@ void Trainer::check_ranks_agree_on_weights(int step) {
                   "collective or a hardware fault); stopping");
 }
 
-std::optional<SplitLosses> Trainer::evaluate(int step) {
-  const auto share = estimate_loss_share(model_, data_, config_, static_cast<uint32_t>(step),
-                                         communicator_.rank(), communicator_.world_size(),
-                                         [&] { return !stop_agreed(); });
-  if (!share) return std::nullopt;
-  double sums[2] = {share->train, share->val};
-  communicator_.all_reduce_sum_host(sums, 2);
-  const double batches =
-      double(config_.eval_iters) * config_.grad_accum * communicator_.world_size();
-  return SplitLosses{sums[0] / batches, sums[1] / batches};
-}
-
-void Trainer::sum_gradients_over_ranks() {
-  communicator_.all_reduce_sum_device(model_.gradients(), model_.parameter_count());
-}
-
-double Trainer::train_step(int step, bool measure_loss) {
-  const int world = communicator_.world_size(), rank = communicator_.rank();
-  model_.zero_gradients();
-  double loss = 0.0;
-  for (int micro = 0; micro < config_.grad_accum; ++micro) {
-    // This rank's windows of the global batch: global indices (micro * world + rank) * B + b.
-    const int64_t first_window = (int64_t(micro) * world + rank) * batch_size_;
-    if (epoch_sampler_) {
-      epoch_sampler_->fill(batch_, uint64_t(step) * global_windows_ + first_window);
-    } else {
-      fill_random_batch(batch_, data_.train(), config_.seed, RandomPurpose::kTrainBatch,
-                        static_cast<uint32_t>(step), static_cast<uint32_t>(first_window));
-    }
-    const DropoutContext dropout{static_cast<float>(config_.dropout), config_.seed,
-                                 static_cast<uint32_t>(step),
-                                 static_cast<uint32_t>(first_window)};
-    model_.forward(batch_.inputs.data(), batch_.targets.data(), batch_size_, block_size_,
-                   dropout);
-    // Each position's loss weighs 1 / (all positions of the global batch): summing the ranks'
-    // gradients then gives the gradient of the global mean loss.
-    model_.backward(1.0f / (static_cast<float>(global_windows_) * block_size_));
-    if (measure_loss) loss += model_.mean_loss();
+void Trainer::fill_train_batch(Batch& batch, uint32_t step, int64_t first_window) {
+  if (epoch_sampler_) {
+    epoch_sampler_->fill(
+        batch, uint64_t(step) * training_.split().global_windows() + uint64_t(first_window));
+  } else {
+    fill_random_batch(batch, data_.train(), config_.seed, RandomPurpose::kTrainBatch, step,
+                      static_cast<uint32_t>(first_window));
   }
-  sum_gradients_over_ranks();
-  if (!measure_loss) return std::numeric_limits<double>::quiet_NaN();
-  double global_loss = loss / config_.grad_accum;
-  communicator_.all_reduce_sum_host(&global_loss, 1);
-  return global_loss / world;
 }
 
-void Trainer::stop_if_not_finite(int step, double loss) {
-  const size_t n = model_.parameter_count();
-  backend_.sum_of_squares(squared_norm_.as<float>(), model_.gradients(), n);
-  float squared_norm = 0.0f;
-  backend_.copy_to_host(&squared_norm, squared_norm_.get(), sizeof(float));
-  if (std::isfinite(squared_norm) && std::isfinite(loss)) return;
-  std::string culprit = "the loss";
-  const std::vector<float> gradients = model_.read_gradients();
-  for (const ParameterTensor& tensor : model_.layout().tensors()) {
-    bool finite = true;
-    for (size_t i = 0; i < tensor.size && finite; ++i)
-      finite = std::isfinite(gradients[tensor.offset + i]);
-    if (!finite) {
-      culprit = "the gradient of " + tensor.name;
-      break;
-    }
+double Trainer::train_one_step(int step, double learning_rate) {
+  // On the CPU the loss and the gradients' finiteness cost nothing to read, so every step is
+  // checked; on a GPU reading them waits for the device, so only logged steps are (the step
+  // named in an error is then the first logged step after the damage).
+  const bool measure = backend_.name() == "cpu" || log_interval_reached(step);
+  training_.draw_batches(static_cast<uint32_t>(step),
+                         [&](Batch& batch, uint32_t s, int64_t first_window) {
+                           fill_train_batch(batch, s, first_window);
+                         });
+  const double loss = training_.compute_gradients(static_cast<uint32_t>(step), measure);
+  if (measure) {
+    const std::string culprit = training_.first_non_finite(loss);
+    if (!culprit.empty())
+      throw Error("step " + std::to_string(step) + ": " + culprit +
+                  " is not finite (NaN or Inf); training stopped before applying it, and " +
+                  (std::isinf(best_val_loss_)
+                       ? std::string("this run saved no checkpoint")
+                       : "the last good checkpoint is " + run_directory_.checkpoint_path()) +
+                  "; lower learning_rate or set grad_clip");
   }
-  throw Error("step " + std::to_string(step) + ": " + culprit +
-              " is not finite (NaN or Inf); training stopped before applying it, and " +
-              (std::isinf(best_val_loss_) ? std::string("this run saved no checkpoint")
-                                          : "the last good checkpoint is " + checkpoint_path_) +
-              "; lower learning_rate or set grad_clip");
+  training_.update(learning_rate);
+  ++window_steps_;
+  result_.steps_done = step + 1;
+  return loss;
+}
+
+void Trainer::log_step(int step, double loss, double learning_rate) {
+  StepReport report{.step = step + 1};
+  if (is_root() && log_interval_reached(step)) {
+    const double seconds = seconds_since(window_start_);
+    report.loss = loss;
+    report.learning_rate = learning_rate;
+    report.ms_per_step = 1000.0 * seconds / window_steps_;
+    report.tokens_per_second = tokens_per_step_ * window_steps_ / seconds;
+    report.mfu = model_flops_utilization(report.tokens_per_second, flops_per_token_, peak_flops_);
+    nlohmann::json record = {{"type", "train"},
+                             {"step", step + 1},
+                             {"loss", loss},
+                             {"lr", learning_rate},
+                             {"ms_per_step", report.ms_per_step},
+                             {"tokens_per_s", report.tokens_per_second},
+                             {"time_s", seconds_trained()},
+                             {"tokens", tokens_per_step_ * (step + 1)}};
+    if (std::isfinite(report.mfu)) record["mfu"] = report.mfu;  // JSON has no NaN
+    metrics_->write(record);
+    window_start_ = Clock::now();
+    window_steps_ = 0;
+  }
+  progress_->step_done(report);
+}
+
+void Trainer::save_state_if_due(int step) {
+  if (config_.checkpoint_interval > 0 && (step + 1) % config_.checkpoint_interval == 0 &&
+      step + 1 < config_.max_iters)
+    save_state(step + 1);
+}
+
+void Trainer::stop_after(int64_t steps_done) {
+  save_state(steps_done);
+  result_.interrupted = true;
+  result_.steps_done = steps_done;
+}
+
+void Trainer::print_summary() {
+  if (!is_root()) return;
+  if (result_.interrupted) {
+    std::printf(
+        "interrupted after %lld of %d steps; the training state is saved in %s: "
+        "resume with `folio train --resume %s`\n",
+        static_cast<long long>(result_.steps_done), config_.max_iters,
+        run_directory_.state_path().c_str(), config_.out_dir.c_str());
+  } else {
+    print_sample("after", 1);
+    std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
+                static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
+                run_directory_.checkpoint_path().c_str());
+  }
+  std::fflush(stdout);
 }
 
 void Trainer::save_state(int64_t steps_done) {
   if (!is_root()) return;
+  const AdamW& optimizer = training_.optimizer();
   TrainingState state;
   state.config = config_;
   state.vocabulary = data_.vocabulary;
   state.data_sha256 = data_.file_sha256;
   state.steps_done = steps_done;
-  state.optimizer_steps = optimizer_.steps_taken();
+  state.optimizer_steps = optimizer.steps_taken();
   state.best_val_loss = best_val_loss_;
-  state.elapsed_seconds = earlier_seconds_ + seconds_since(session_start_);
+  state.elapsed_seconds = seconds_trained();
   state.parameters = model_.read_parameters();
   const size_t n = model_.parameter_count();
   state.first_moment.resize(n);
   state.second_moment.resize(n);
-  backend_.copy_to_host(state.first_moment.data(), optimizer_.first_moment(), n * sizeof(float));
-  backend_.copy_to_host(state.second_moment.data(), optimizer_.second_moment(),
-                        n * sizeof(float));
+  backend_.copy_to_host(state.first_moment.data(), optimizer.first_moment(), n * sizeof(float));
+  backend_.copy_to_host(state.second_moment.data(), optimizer.second_moment(), n * sizeof(float));
   for (float value : state.parameters)
     if (!std::isfinite(value))
-      throw Error("refusing to write " + state_path_ + ": the parameters hold a non-finite value");
-  save_training_state(state_path_, state);
+      throw Error("refusing to write " + run_directory_.state_path() +
+                  ": the parameters hold a non-finite value");
+  save_training_state(run_directory_.state_path(), state);
 }
 
 bool Trainer::stop_agreed() {
@@ -334,145 +433,6 @@ void Trainer::print_sample(const char* when, uint32_t index) {
     std::cout << piece << std::flush;
   });
   std::cout << "\n--- end of sample ---\n" << std::flush;
-}
-
-TrainResult Trainer::run() {
-  start_from_parameters();
-  check_ranks_agree_on_setup();
-  if (is_root()) {
-    prepare_out_dir(config_.out_dir, options_.resume != nullptr || options_.overwrite);
-    const std::string metrics_path =
-        (std::filesystem::path(config_.out_dir) / "metrics.jsonl").string();
-    if (options_.resume) truncate_metrics_log(metrics_path, start_step_);
-    metrics_.emplace(metrics_path, options_.resume != nullptr);
-    // As the seed: print(sum(p.numel() for p in model.parameters())/1e6, 'M parameters')
-    std::cout << shortest_double(static_cast<double>(model_.parameter_count()) / 1e6)
-              << " M parameters\n";
-    std::cout << "device " << backend_.description() << "; data " << data_.path << ": "
-              << data_.tokens.size() << " characters, vocabulary " << data_.vocabulary.size()
-              << ", train " << data_.train().size() << ", val " << data_.val().size() << "\n";
-    if (communicator_.world_size() > 1)
-      std::cout << "distributed: " << communicator_.world_size() << " ranks started by "
-                << options_.launcher << ", collectives over " << communicator_.name()
-                << "; global batch " << communicator_.world_size() << " x " << batch_size_
-                << " x " << config_.grad_accum << " = " << global_windows_ << " windows\n";
-    if (options_.resume)
-      std::cout << "resuming at step " << start_step_ << " of " << config_.max_iters << "\n";
-    std::cout << std::flush;
-  }
-  model_.plan(batch_size_, block_size_, /*with_gradients=*/true);
-  if (!options_.resume) print_sample("before", 0);
-  flops_per_token_ = training_flops_per_token(model_.shape(), model_.parameter_count());
-  if (is_root()) {
-    // The device's peak for MFU: a GPU's datasheet figure, a CPU's measured sgemm speed.
-    const double device_peak = backend_.peak_flops();
-    peak_flops_ = communicator_.world_size() *
-                  (device_peak > 0 ? device_peak : measure_matmul_flops(backend_));
-  }
-  progress_.emplace(ProgressSettings{.total_steps = config_.max_iters,
-                                     .first_step = start_step_,
-                                     .quiet = options_.quiet,
-                                     .is_printer = is_root()},
-                    StatusLine::standard_output());
-
-  const int64_t tokens_per_step = global_windows_ * block_size_;
-  Clock::time_point window_start = Clock::now();
-  int window_steps = 0;
-  for (int step = static_cast<int>(start_step_); step < config_.max_iters; ++step) {
-    if (step % config_.eval_interval == 0 || step == config_.max_iters - 1) {
-      const std::optional<SplitLosses> losses = evaluate(step);
-      if (!losses) {  // a stop signal arrived during the evaluation: redo it on resume
-        save_state(step);
-        result_.interrupted = true;
-        result_.steps_done = step;
-        break;
-      }
-      check_ranks_agree_on_weights(step);
-      result_.last_train_loss = losses->train;
-      result_.last_val_loss = losses->val;
-      progress_->eval_done(step, losses->train, losses->val);
-      if (is_root()) {
-        metrics_->write({{"type", "eval"}, {"step", step}, {"train_loss", losses->train},
-                         {"val_loss", losses->val},
-                         {"time_s", earlier_seconds_ + seconds_since(session_start_)},
-                         {"tokens", tokens_per_step * step}});
-      }
-      if (losses->val < best_val_loss_) {
-        best_val_loss_ = losses->val;
-        if (is_root()) {
-          save_checkpoint(checkpoint_path_, model_, config_, data_.vocabulary, step,
-                          losses->train, losses->val);
-          progress_->line("step " + std::to_string(step) + ": val loss improved, saved " +
-                          checkpoint_path_);
-        }
-      }
-      window_start = Clock::now();  // progress timing leaves out the evaluation
-      window_steps = 0;
-    }
-
-    const double learning_rate = learning_rate_at(config_, step);
-    // On the CPU the loss and the gradients' finiteness cost nothing to read, so every step is
-    // checked; on a GPU reading them waits for the device, so only logged steps are (the step
-    // named in an error is then the first logged step after the damage).
-    const bool log_now = config_.log_interval > 0 && (step + 1) % config_.log_interval == 0;
-    const bool measure = device_memory_is_host(backend_) || log_now;
-    const double loss = train_step(step, measure);
-    if (measure) stop_if_not_finite(step, loss);
-    optimizer_.step(learning_rate);
-    ++window_steps;
-    result_.steps_done = step + 1;
-
-    StepReport report{.step = step + 1};
-    if (is_root() && log_now) {
-      const double seconds = seconds_since(window_start);
-      report.loss = loss;
-      report.learning_rate = learning_rate;
-      report.ms_per_step = 1000.0 * seconds / window_steps;
-      report.tokens_per_second = tokens_per_step * window_steps / seconds;
-      report.mfu = model_flops_utilization(report.tokens_per_second, flops_per_token_,
-                                           peak_flops_);
-      nlohmann::json record = {{"type", "train"}, {"step", step + 1}, {"loss", loss},
-                               {"lr", learning_rate}, {"ms_per_step", report.ms_per_step},
-                               {"tokens_per_s", report.tokens_per_second},
-                               {"time_s", earlier_seconds_ + seconds_since(session_start_)},
-                               {"tokens", tokens_per_step * (step + 1)}};
-      if (std::isfinite(report.mfu)) record["mfu"] = report.mfu;  // JSON has no NaN
-      metrics_->write(record);
-      window_start = Clock::now();
-      window_steps = 0;
-    }
-    progress_->step_done(report);
-    if (config_.checkpoint_interval > 0 && (step + 1) % config_.checkpoint_interval == 0 &&
-        step + 1 < config_.max_iters)
-      save_state(step + 1);
-    if (stop_agreed()) {
-      save_state(step + 1);
-      result_.interrupted = true;
-      break;
-    }
-  }
-  if (!result_.interrupted) {
-    save_state(std::max<int64_t>(start_step_, config_.max_iters));
-    result_.steps_done = std::max<int64_t>(start_step_, config_.max_iters);
-  }
-  result_.best_val_loss = best_val_loss_;
-  result_.seconds = earlier_seconds_ + seconds_since(session_start_);
-  progress_->finish();
-  if (is_root()) {
-    if (result_.interrupted) {
-      std::printf("interrupted after %lld of %d steps; the training state is saved in %s: "
-                  "resume with `folio train --resume %s`\n",
-                  static_cast<long long>(result_.steps_done), config_.max_iters,
-                  state_path_.c_str(), config_.out_dir.c_str());
-    } else {
-      print_sample("after", 1);
-      std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
-                  static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
-                  checkpoint_path_.c_str());
-    }
-    std::fflush(stdout);
-  }
-  return result_;
 }
 
 }  // namespace

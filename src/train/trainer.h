@@ -1,13 +1,15 @@
 // The training loop of the seeds: every eval_interval steps (and at the last) estimate the loss
-// on both splits, print it, checkpoint when val improves; otherwise draw a batch, forward,
-// backward, AdamW step. Samples before and after training, as seed 003 prints them.
+// on both splits, print it, checkpoint when val improves; then one training step
+// (train/training_step.h: a batch, forward, backward, AdamW). Trainer::run in trainer.cpp reads
+// as that loop, each phase a named function below it. Samples before and after training, as seed
+// 003 prints them.
 //
 // Data-parallel over a Communicator: the global batch of a step is world x batch_size x
 // grad_accum windows, window g going to the rank and micro-step that own it; gradients are
 // summed over the ranks before each step, so every rank applies the same update and N ranks
 // compute what one process would. Only rank 0 prints, writes files and samples.
 //
-// The training state (train/training_state.h) is written every checkpoint_interval steps and at
+// The training state (io/training_state.h) is written every checkpoint_interval steps and at
 // exit, so that `--resume` continues a run bit for bit; SIGINT/SIGTERM stop it cleanly.
 #pragma once
 

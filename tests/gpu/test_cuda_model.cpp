@@ -8,10 +8,11 @@
 #include <utility>
 
 #include "config/presets.h"
+#include "data/batches.h"
 #include "gpu_test_helpers.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/lr_schedule.h"
+#include "train/training_step.h"
 
 namespace folio {
 namespace {
@@ -23,37 +24,27 @@ constexpr int kVocab = 65;
 
 class CudaModel : public testing::GpuTest {};
 
-// A model, its optimizer and the host buffers of one batch, trained step by step.
+// A model trained step by step through the TrainingStep the trainer uses, on random tokens.
 struct Trainee {
   Trainee(std::unique_ptr<Backend> backend_, const Config& config_)
       : backend(std::move(backend_)),
         config(config_),
-        model(*backend, ModelShape::from_config(config, kVocab)),
-        inputs(size_t(config.batch_size) * config.block_size),
-        targets(inputs.size()) {
+        model(*backend, ModelShape::from_config(config, kVocab)) {
     model.initialize(config.seed, config.init_std, config.scaled_residual_init);
-    model.plan(config.batch_size, config.block_size, true);
-    optimizer = std::make_unique<AdamW>(model, config);
+    training = std::make_unique<TrainingStep>(model, config, one_process);
   }
 
   void draw_batch(int step) {
-    const RandomStream stream = make_stream(config.seed, RandomPurpose::kTrainBatch, step, 0);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      inputs[i] = static_cast<int32_t>(stream.word(2 * i) % kVocab);
-      targets[i] = static_cast<int32_t>(stream.word(2 * i + 1) % kVocab);
-    }
+    training->draw_batches(step, [&](Batch& batch, uint32_t s, int64_t first_window) {
+      fill_random_tokens(batch, config.seed, s, static_cast<uint32_t>(first_window), kVocab);
+    });
   }
   // Forward and backward on the batch drawn for `step` (drawn unless told otherwise), then AdamW.
   void forward_backward(int step, bool draw = true) {
     if (draw) draw_batch(step);
-    const int B = config.batch_size, T = config.block_size;
-    model.zero_gradients();
-    model.forward(inputs.data(), targets.data(), B, T,
-                  DropoutContext{static_cast<float>(config.dropout), config.seed,
-                                 static_cast<uint32_t>(step), 0});
-    model.backward(1.0f / (B * T));
+    training->compute_gradients(step, /*measure_loss=*/false);
   }
-  void update(int step) { optimizer->step(learning_rate_at(config, step)); }
+  void update(int step) { training->update(learning_rate_at(config, step)); }
   void step(int step, bool draw = true) {
     forward_backward(step, draw);
     update(step);
@@ -62,8 +53,8 @@ struct Trainee {
   std::unique_ptr<Backend> backend;
   Config config;
   GPT model;
-  std::unique_ptr<AdamW> optimizer;
-  std::vector<int32_t> inputs, targets;
+  LocalCommunicator one_process;
+  std::unique_ptr<TrainingStep> training;
 };
 
 Config test_config(const std::string& preset, int batch_size) {
@@ -195,18 +186,20 @@ TEST_F(CudaModel, Bf16LossCurveFollowsFp32) {
     Trainee run(cuda_backend(dtype), c);
     double window_sum = 0;
     for (int step = 0; step < kSteps; ++step) {
-      const RandomStream stream = make_stream(c.seed, RandomPurpose::kTrainBatch, step, 0);
-      const size_t T = c.block_size;
-      for (size_t row = 0; row < size_t(c.batch_size); ++row) {
-        int32_t token = static_cast<int32_t>(stream.word(row * (T + 1)) % kVocab);
-        for (size_t t = 0; t < T; ++t) {
-          const int32_t next =
-              static_cast<int32_t>((3 * token + 7 + stream.word(row * (T + 1) + t + 1) % 2) % kVocab);
-          run.inputs[row * T + t] = token;
-          run.targets[row * T + t] = next;
-          token = next;
+      run.training->draw_batches(step, [&](Batch& batch, uint32_t s, int64_t) {
+        const RandomStream stream = make_stream(c.seed, RandomPurpose::kTrainBatch, s, 0);
+        const size_t T = c.block_size;
+        for (size_t row = 0; row < size_t(c.batch_size); ++row) {
+          int32_t token = static_cast<int32_t>(stream.word(row * (T + 1)) % kVocab);
+          for (size_t t = 0; t < T; ++t) {
+            const int32_t next = static_cast<int32_t>(
+                (3 * token + 7 + stream.word(row * (T + 1) + t + 1) % 2) % kVocab);
+            batch.inputs[row * T + t] = token;
+            batch.targets[row * T + t] = next;
+            token = next;
+          }
         }
-      }
+      });
       run.step(step, /*draw=*/false);
       window_sum += run.model.mean_loss();
       if ((step + 1) % kWindow == 0) {
@@ -246,15 +239,12 @@ TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
     for (int step = 0; step < kSteps; ++step) issued.step(step);
 
     replayed.step(0);  // one step unrecorded first: it sizes the scratch memory
-    Backend& backend = *replayed.backend;
-    ASSERT_TRUE(backend.supports_step_capture());
+    ASSERT_TRUE(replayed.backend->supports_step_capture());
     replayed.draw_batch(1);
-    backend.begin_step_capture();
-    replayed.step(1, /*draw=*/false);
-    backend.end_step_capture();
+    replayed.training->record(1, learning_rate_at(c, 1));
     for (int step = 1; step < kSteps; ++step) {
       replayed.draw_batch(step);
-      backend.replay_step({static_cast<uint32_t>(step), learning_rate_at(c, step), step + 1});
+      replayed.training->replay(step, learning_rate_at(c, step));
     }
     EXPECT_EQ(replayed.model.read_parameters(), issued.model.read_parameters());
   }

@@ -13,20 +13,22 @@
 #include "config/presets.h"
 #include "core/error.h"
 #include "core/text_format.h"
+#include "data/batches.h"
+#include "distributed/communicator.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
-#include "model/gpt.h"
 #include "io/torch_names.h"
-#include "optim/adamw.h"
+#include "model/gpt.h"
 #include "optim/lr_schedule.h"
+#include "train/training_step.h"
 
 using namespace folio;
 
 namespace {
 
 // Masks of (B, T, T) per head and (B, T, C) per residual branch, as 1.0 for kept, 0.0 for dropped.
-void add_masks(std::vector<NamedTensor>& out, const Config& c, const DropoutContext& dropout,
-               int B, int T) {
+void add_masks(std::vector<NamedTensor>& out, const Config& c, const DropoutContext& dropout, int B,
+               int T) {
   const int H = c.n_head, C = c.n_embd;
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string prefix = "mask.blocks." + std::to_string(l);
@@ -78,25 +80,25 @@ int main(int argc, char** argv) {
     model.initialize(c.seed, c.init_std, c.scaled_residual_init);
     save_checkpoint(out_dir + "/weights.safetensors", model, c, vocabulary, 0, 0, 0);
 
-    std::vector<int32_t> inputs(size_t(B) * T), targets(size_t(B) * T);
-    const RandomStream stream = make_stream(c.seed, RandomPurpose::kTrainBatch, 99, 0);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      inputs[i] = static_cast<int32_t>(stream.word(2 * i) % V);
-      targets[i] = static_cast<int32_t>(stream.word(2 * i + 1) % V);
-    }
-    const DropoutContext dropout{static_cast<float>(c.dropout), c.seed, 0, 0};
-    model.plan(B, T, true);
-    model.zero_gradients();
-    model.forward(inputs.data(), targets.data(), B, T, dropout);
-    const float loss = model.mean_loss();
-    model.backward(1.0f / (B * T));
+    // One step through the trainer's TrainingStep, read before its AdamW update too.
+    LocalCommunicator one_process;
+    TrainingStep training(model, c, one_process);
+    if (training.split().global_windows() != B)
+      throw Error("the dump holds one micro-batch: leave grad_accum at 1");
+    training.draw_batches(0, [&](Batch& batch, uint32_t step, int64_t first_window) {
+      fill_random_tokens(batch, c.seed, step, static_cast<uint32_t>(first_window), V);
+    });
+    const float loss = static_cast<float>(training.compute_gradients(0, /*measure_loss=*/true));
     const std::vector<float> logits = model.read_logits();
     const std::vector<float> gradients = model.read_gradients();
     std::vector<std::vector<float>> preactivations;
     for (int l = 0; l < c.n_layer; ++l)
       preactivations.push_back(model.read_feed_forward_preactivations(l));
-    AdamW optimizer(model, c);
-    optimizer.step(learning_rate_at(c, 0));
+    training.update(learning_rate_at(c, 0));
+    // The masks TrainingStep drew for step 0 (its one micro-batch starts at window 0).
+    const DropoutContext dropout{static_cast<float>(c.dropout), c.seed, 0, 0};
+    const std::vector<int32_t>& inputs = training.micro_batch(0).inputs;
+    const std::vector<int32_t>& targets = training.micro_batch(0).targets;
 
     std::vector<NamedTensor> out = {
         {"inputs", {B, T}, std::vector<float>(inputs.begin(), inputs.end())},
@@ -104,15 +106,17 @@ int main(int argc, char** argv) {
         {"logits", {B, T, V}, logits},
         {"loss", {1}, {loss}},
     };
-    for (NamedTensor& t : prefixed("grad.", to_seed_state_dict(model.shape(), model.layout(), gradients)))
-      out.push_back(std::move(t));
     for (NamedTensor& t :
-         prefixed("updated.", to_seed_state_dict(model.shape(), model.layout(), model.read_parameters())))
+         prefixed("grad.", to_seed_state_dict(model.shape(), model.layout(), gradients)))
+      out.push_back(std::move(t));
+    for (NamedTensor& t : prefixed("updated.", to_seed_state_dict(model.shape(), model.layout(),
+                                                                  model.read_parameters())))
       out.push_back(std::move(t));
     if (c.dropout > 0) add_masks(out, c, dropout, B, T);
     const int F = model.shape().hidden_width();
     for (int l = 0; l < c.n_layer; ++l)
-      out.push_back({"preactivation.blocks." + std::to_string(l) + ".ffwd.net.0", {B, T, F},
+      out.push_back({"preactivation.blocks." + std::to_string(l) + ".ffwd.net.0",
+                     {B, T, F},
                      std::move(preactivations[l])});
     std::vector<TensorToWrite> tensors;
     for (const NamedTensor& t : out) tensors.push_back({t.name, t.shape, t.values.data()});

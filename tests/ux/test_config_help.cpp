@@ -57,9 +57,39 @@ TEST(ConfigHelp, HelpListsEveryKeyWithTypeDefaultAndMeaning) {
     std::string value = get_config_value(defaults, key);
     if (value.empty()) value = "\"\"";
     const std::string entry = std::string("--") + key.name + " (" + config_key_type(key) + ", " +
-                              value + ")\n        " + key.help + "\n";
+                              value + "; " + scope_name(key.scope) + ")\n        " + key.help +
+                              "\n";
     EXPECT_NE(help.find(entry), std::string::npos) << "help lacks: " << entry;
   }
+}
+
+TEST(ConfigHelp, PresetHelpShowsThePresetsDefaults) {
+  Config tiny;
+  tiny.n_layer = 2;
+  EXPECT_NE(config_keys_help(tiny).find("--n_layer (int, 2; model)"), std::string::npos);
+  EXPECT_NE(config_keys_markdown(tiny).find("| `n_layer` | int | `2` | model |"),
+            std::string::npos);
+}
+
+// The resume rule and the ranks' agreement follow from the scope alone: what a step computes
+// (model, recipe) never changes on resume and every rank must agree on it; how long and how
+// loudly (run) may change on resume but the ranks agree on it (log_interval decides which steps
+// read the loss, a collective); where (host) may change and may differ between ranks.
+TEST(ConfigScope, ResumeAndRankRulesFollowFromTheScope) {
+  std::set<std::string> resume_may_change, ranks_may_differ;
+  for (const ConfigKey& key : config_keys()) {
+    if (may_change_on_resume(key)) resume_may_change.insert(key.name);
+    if (!ranks_must_agree(key)) ranks_may_differ.insert(key.name);
+  }
+  EXPECT_EQ(resume_may_change,
+            (std::set<std::string>{"max_iters", "log_interval", "sample_tokens",
+                                   "checkpoint_interval", "data", "out_dir", "device", "threads",
+                                   "dist_timeout"}));
+  EXPECT_EQ(ranks_may_differ, (std::set<std::string>{"data", "out_dir", "device", "threads",
+                                                     "dist_timeout"}));
+  for (const char* structural : {"n_layer", "n_head", "n_embd", "head_size", "block_size", "bias",
+                                 "activation", "tie_weights"})
+    EXPECT_EQ(find_config_key(structural)->scope, ConfigScope::kModel) << structural;
 }
 
 }  // namespace

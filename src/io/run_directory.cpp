@@ -1,0 +1,84 @@
+#include "io/run_directory.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace folio {
+
+namespace {
+
+constexpr const char* kCheckpoint = "ckpt.safetensors";
+constexpr const char* kState = "state.safetensors";
+constexpr const char* kMetrics = "metrics.jsonl";
+constexpr const char* kMetricsTable = "metrics.csv";
+
+std::string in(const std::string& out_dir, const char* name) {
+  return (std::filesystem::path(out_dir) / name).string();
+}
+
+}  // namespace
+
+std::string RunDirectory::checkpoint_path() const {
+  return in(out_dir_, kCheckpoint);
+}
+std::string RunDirectory::state_path() const {
+  return in(out_dir_, kState);
+}
+std::string RunDirectory::metrics_path() const {
+  return in(out_dir_, kMetrics);
+}
+
+void RunDirectory::prepare(bool continuing_or_overwriting) const {
+  std::error_code error;
+  if (!continuing_or_overwriting)
+    for (const char* name : {kCheckpoint, kState})
+      if (std::filesystem::exists(in(out_dir_, name)))
+        throw Error("out_dir " + out_dir_ + " already holds a run (" + name +
+                    "): continue it with --resume " + out_dir_ +
+                    ", or choose another --out_dir, or pass --overwrite to replace it");
+  std::filesystem::create_directories(out_dir_, error);
+  if (error || !std::filesystem::is_directory(out_dir_))
+    throw Error("cannot create out_dir " + out_dir_ + ": " + error.message());
+  for (const auto& entry : std::filesystem::directory_iterator(out_dir_, error)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* file : {kCheckpoint, kState, kMetrics, kMetricsTable})
+      if (name.rfind("." + std::string(file) + ".tmp.", 0) == 0)
+        std::filesystem::remove(entry.path(), error);
+  }
+  const std::string probe = in(out_dir_, ".folio_write_test");
+  std::ofstream file(probe);
+  file << "ok";
+  file.close();
+  if (!file)
+    throw Error("out_dir " + out_dir_ +
+                " is not writable (or the disk is full): pass --out_dir "
+                "with a folder you can write to");
+  std::filesystem::remove(probe, error);
+}
+
+void RunDirectory::truncate_metrics(int64_t steps_done) const {
+  std::ifstream input(metrics_path());
+  if (!input) return;
+  std::string kept, line;
+  while (std::getline(input, line)) {
+    try {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      const int64_t step = record.at("step").get<int64_t>();
+      // An evaluation at step s runs before step s's update.
+      const bool is_eval = record.at("type") == "eval";
+      if (is_eval ? step < steps_done : step <= steps_done) kept += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      // A line cut short by the kill: drop it.
+    }
+  }
+  input.close();
+  // Atomically: a kill between truncating and rewriting the file would lose the whole log.
+  write_file_atomically(metrics_path(), kept);
+}
+
+}  // namespace folio

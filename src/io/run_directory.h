@@ -1,0 +1,39 @@
+// The files a training run writes into its out_dir, named in one place:
+//
+//   ckpt.safetensors   the model at its best val loss so far (io/checkpoint.h)
+//   state.safetensors  everything `folio train --resume` needs (io/training_state.h)
+//   metrics.jsonl      one JSON record per evaluation and logged step (io/metrics_log.h)
+//   metrics.csv        the same records as a table
+//
+// Every file is replaced atomically through a hidden `.NAME.tmp.PID` beside it
+// (write_file_atomically), which a run killed in the middle of a save leaves behind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace folio {
+
+class RunDirectory {
+ public:
+  explicit RunDirectory(std::string out_dir) : out_dir_(std::move(out_dir)) {}
+
+  const std::string& path() const { return out_dir_; }
+  std::string checkpoint_path() const;
+  std::string state_path() const;
+  std::string metrics_path() const;
+
+  // At the start of a run: creates the folder, checks that it takes files (better now than
+  // after an hour of training), removes the temporary files of an interrupted save, and refuses
+  // a folder that holds another run's checkpoint or state unless `continuing_or_overwriting`.
+  void prepare(bool continuing_or_overwriting) const;
+
+  // On resume: keeps the metrics records the resumed run would have written (evaluations before
+  // `steps_done`, training records up to it), dropping a line a kill cut short.
+  void truncate_metrics(int64_t steps_done) const;
+
+ private:
+  std::string out_dir_;
+};
+
+}  // namespace folio

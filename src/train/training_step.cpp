@@ -1,0 +1,98 @@
+#include "train/training_step.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace folio {
+
+TrainingStep::TrainingStep(GPT& model, const Config& config, Communicator& communicator)
+    : model_(model),
+      config_(config),
+      communicator_(communicator),
+      split_{communicator.world_size(), communicator.rank(), config.batch_size, config.grad_accum},
+      optimizer_(model, config),
+      micro_batches_(config.grad_accum, Batch(config.batch_size, config.block_size)),
+      squared_norm_(model.backend(), sizeof(float)) {
+  model.plan(config.batch_size, config.block_size, /*with_gradients=*/true);
+}
+
+double TrainingStep::run(uint32_t step, double learning_rate, const BatchFiller& fill,
+                         bool measure_loss) {
+  draw_batches(step, fill);
+  const double loss = compute_gradients(step, measure_loss);
+  update(learning_rate);
+  return loss;
+}
+
+void TrainingStep::draw_batches(uint32_t step, const BatchFiller& fill) {
+  for (int micro = 0; micro < split_.grad_accum; ++micro)
+    fill(micro_batches_[micro], step, split_.first_window(micro));
+}
+
+double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
+  const int B = config_.batch_size, T = config_.block_size;
+  model_.zero_gradients();
+  double loss = 0.0;
+  for (int micro = 0; micro < split_.grad_accum; ++micro) {
+    const Batch& batch = micro_batches_[micro];
+    const DropoutContext dropout{static_cast<float>(config_.dropout), config_.seed, step,
+                                 static_cast<uint32_t>(split_.first_window(micro))};
+    model_.forward(batch.inputs.data(), batch.targets.data(), B, T, dropout);
+    // Each position's loss weighs 1 / (all positions of the global batch): summing the ranks'
+    // gradients then gives the gradient of the global mean loss.
+    model_.backward(1.0f / (static_cast<float>(split_.global_windows()) * T));
+    if (measure_loss) loss += model_.mean_loss();
+  }
+  sum_gradients_over_ranks();
+  if (!measure_loss) return std::numeric_limits<double>::quiet_NaN();
+  double global_loss = loss / split_.grad_accum;
+  communicator_.all_reduce_sum_host(&global_loss, 1);
+  return global_loss / split_.world;
+}
+
+void TrainingStep::sum_gradients_over_ranks() {
+  communicator_.all_reduce_sum_device(model_.gradients(), model_.parameter_count());
+}
+
+std::string TrainingStep::first_non_finite(double loss) {
+  const size_t n = model_.parameter_count();
+  Backend& backend = model_.backend();
+  backend.sum_of_squares(squared_norm_.as<float>(), model_.gradients(), n);
+  float squared_norm = 0.0f;
+  backend.copy_to_host(&squared_norm, squared_norm_.get(), sizeof(float));
+  if (std::isfinite(squared_norm) && std::isfinite(loss)) return "";
+  const std::vector<float> gradients = model_.read_gradients();
+  for (const ParameterTensor& tensor : model_.layout().tensors())
+    for (size_t i = 0; i < tensor.size; ++i)
+      if (!std::isfinite(gradients[tensor.offset + i])) return "the gradient of " + tensor.name;
+  return "the loss";
+}
+
+void TrainingStep::update(double learning_rate) {
+  optimizer_.step(learning_rate);
+}
+
+void TrainingStep::record(uint32_t step, double learning_rate) {
+  Backend& backend = model_.backend();
+  if (!backend.supports_step_capture() || communicator_.world_size() != 1)
+    throw Error("internal: training steps are recorded on one rank of a backend that records");
+  // Recording runs nothing: the optimizer's count of steps taken must not move.
+  const int64_t steps_taken = optimizer_.steps_taken();
+  backend.begin_step_capture();
+  compute_gradients(step, /*measure_loss=*/false);
+  update(learning_rate);
+  backend.end_step_capture();
+  optimizer_.set_steps_taken(steps_taken);
+}
+
+void TrainingStep::replay(uint32_t step, double learning_rate) {
+  // The recording's adamw_update reads the step count from the replay's values, not from the
+  // optimizer: count it here as AdamW::step would.
+  const int64_t adamw_step = optimizer_.steps_taken() + 1;
+  model_.backend().replay_step({step, learning_rate, adamw_step});
+  optimizer_.set_steps_taken(adamw_step);
+}
+
+}  // namespace folio

@@ -1,0 +1,78 @@
+// One optimizer step of data-parallel training, the body of the seed's loop:
+//
+//   xb, yb = get_batch('train')
+//   logits, loss = model(xb, yb)
+//   optimizer.zero_grad(set_to_none=True)
+//   loss.backward()
+//   optimizer.step()
+//
+// with grad_accum micro-batches per rank, the gradients summed over the ranks before the update
+// (DistributedDataParallel's all-reduce), then clipping and AdamW. The trainer, `folio bench`,
+// the CUDA-graph recording and the tests all run their steps through this class, so there is one
+// place that says what a step is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/batches.h"
+#include "distributed/communicator.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+
+namespace folio {
+
+// Fills `batch` with the global windows first_window .. + batch_size - 1 of step `step`.
+using BatchFiller = std::function<void(Batch& batch, uint32_t step, int64_t first_window)>;
+
+class TrainingStep {
+ public:
+  // Plans the model's activations for training batches (GPT::plan).
+  TrainingStep(GPT& model, const Config& config, Communicator& communicator);
+
+  GPT& model() { return model_; }
+  AdamW& optimizer() { return optimizer_; }
+  const BatchSplit& split() const { return split_; }
+  // The batch of micro-step `micro` as last drawn (host memory).
+  const Batch& micro_batch(int micro) const { return micro_batches_.at(micro); }
+
+  // The whole step: draw this rank's micro-batches, forward and backward, sum over the ranks,
+  // clip, AdamW. Returns the global mean loss when `measure_loss` (waits for the device; every
+  // rank must ask alike, as it is a collective), else NaN.
+  double run(uint32_t step, double learning_rate, const BatchFiller& fill,
+             bool measure_loss = false);
+
+  // The same, in the pieces the trainer runs separately (it checks the gradients before the
+  // update). draw_batches fills one host buffer per micro-batch: a recorded step reads each
+  // from its own address.
+  void draw_batches(uint32_t step, const BatchFiller& fill);
+  double compute_gradients(uint32_t step, bool measure_loss);
+  // "" when the loss and every gradient are finite, else what is not ("the loss", "the gradient
+  // of blocks.0.sa.proj.weight"). Waits for the device.
+  std::string first_non_finite(double loss);
+  void update(double learning_rate);
+
+  // CUDA graphs (one rank): record compute_gradients + update once, after one step run op by op
+  // (it sizes the scratch memory); each replay redoes them for a new step's batches (drawn with
+  // draw_batches first), dropout and learning rate.
+  void record(uint32_t step, double learning_rate);
+  void replay(uint32_t step, double learning_rate);
+
+ private:
+  // The one call that sums gradients over the ranks (the communicator knows where the backend's
+  // memory is: NCCL on the GPU, Gloo or MPI on the host, staged copies without NCCL).
+  void sum_gradients_over_ranks();
+
+  GPT& model_;
+  const Config config_;
+  Communicator& communicator_;
+  const BatchSplit split_;
+  AdamW optimizer_;
+  std::vector<Batch> micro_batches_;
+  DeviceBuffer squared_norm_;
+};
+
+}  // namespace folio

@@ -1,0 +1,174 @@
+// One TrainingStep (train/training_step.h), as the trainer, bench and the GPU tests run it: two
+// ranks (threads here, summing through shared memory) compute what one process computes with
+// the same global batch, in one micro-batch or in two; a non-finite gradient is named.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "config/presets.h"
+#include "data/batches.h"
+#include "optim/lr_schedule.h"
+#include "test_helpers.h"
+#include "train/training_step.h"
+
+namespace folio {
+namespace {
+
+using testing::relative_error;
+
+constexpr int kVocab = 65;
+
+// Ranks as threads of one process: each collective posts this rank's buffer, waits for the
+// others, and every rank adds the posted buffers in rank order, so all get the same bits.
+struct SharedMemory {
+  explicit SharedMemory(int world) : world(world), posted(world), arrived(world) {}
+  int world;
+  std::vector<const void*> posted;
+  std::barrier<> arrived;
+};
+
+class ThreadCommunicator final : public Communicator {
+ public:
+  ThreadCommunicator(SharedMemory& shared, int rank)
+      : Communicator(rank, shared.world, rank), shared_(shared) {}
+  std::string name() const override { return "threads"; }
+  void all_reduce_sum_device(float* data, size_t n) override {
+    reduce(data, n, std::plus<float>());
+  }
+  void broadcast_device(float* data, size_t n) override { broadcast_host(data, n * sizeof(float)); }
+  void all_reduce_sum_host(double* data, size_t n) override {
+    reduce(data, n, std::plus<double>());
+  }
+  void all_reduce_max_host(int64_t* data, size_t n) override {
+    reduce(data, n, [](int64_t a, int64_t b) { return std::max(a, b); });
+  }
+  void broadcast_host(void* data, size_t bytes) override {
+    post(data);
+    if (rank() != 0) std::memcpy(data, shared_.posted[0], bytes);
+    shared_.arrived.arrive_and_wait();
+  }
+  void all_gather_host(const void* mine, void* all, size_t bytes) override {
+    post(mine);
+    for (int r = 0; r < world_size(); ++r)
+      std::memcpy(static_cast<char*>(all) + r * bytes, shared_.posted[r], bytes);
+    shared_.arrived.arrive_and_wait();
+  }
+  void barrier() override { shared_.arrived.arrive_and_wait(); }
+
+ private:
+  void post(const void* data) {
+    shared_.posted[rank()] = data;
+    shared_.arrived.arrive_and_wait();
+  }
+  template <typename T, typename Op>
+  void reduce(T* data, size_t n, Op op) {
+    post(data);
+    std::vector<T> result(static_cast<const T*>(shared_.posted[0]),
+                          static_cast<const T*>(shared_.posted[0]) + n);
+    for (int r = 1; r < world_size(); ++r)
+      for (size_t i = 0; i < n; ++i)
+        result[i] = op(result[i], static_cast<const T*>(shared_.posted[r])[i]);
+    shared_.arrived.arrive_and_wait();  // everyone has read every buffer
+    std::copy(result.begin(), result.end(), data);
+  }
+
+  SharedMemory& shared_;
+};
+
+Config step_config(int batch_size, int grad_accum) {
+  Config c = load_config("tiny");  // 2 layers, 3 heads of 10, n_embd 32, block 16
+  c.dropout = 0.2;                 // the masks follow the global window index too
+  c.grad_clip = 1.0;
+  c.batch_size = batch_size;
+  c.grad_accum = grad_accum;
+  return c;
+}
+
+// Text-like tokens: one long split, windows drawn from it as the trainer draws them.
+std::vector<int32_t> split_tokens() {
+  std::vector<int32_t> tokens(5000);
+  const RandomStream stream = make_stream(7, RandomPurpose::kTrainBatch, 0, 0);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>(stream.word(i) % kVocab);
+  return tokens;
+}
+
+struct StepOutcome {
+  double loss = 0;
+  std::vector<float> gradients, parameters;
+};
+
+// Two steps on every rank of `world`; returns rank 0's loss, summed gradients (of the second
+// step) and parameters, and checks that every rank holds the same parameters.
+StepOutcome train_two_steps(int world, int batch_size, int grad_accum) {
+  const Config config = step_config(batch_size, grad_accum);
+  const std::vector<int32_t> split = split_tokens();
+  SharedMemory shared(world);
+  std::vector<StepOutcome> outcomes(world);
+  auto rank_main = [&](int rank) {
+    auto backend = make_backend("cpu", 1);
+    GPT model(*backend, ModelShape::from_config(config, kVocab));
+    model.initialize(config.seed, config.init_std, config.scaled_residual_init);
+    ThreadCommunicator communicator(shared, rank);
+    TrainingStep training(model, config, communicator);
+    const BatchFiller from_split = [&](Batch& batch, uint32_t step, int64_t first_window) {
+      fill_random_batch(batch, split, config.seed, RandomPurpose::kTrainBatch, step,
+                        static_cast<uint32_t>(first_window));
+    };
+    training.run(0, learning_rate_at(config, 0), from_split);
+    training.draw_batches(1, from_split);
+    outcomes[rank].loss = training.compute_gradients(1, /*measure_loss=*/true);
+    outcomes[rank].gradients = model.read_gradients();
+    training.update(learning_rate_at(config, 1));
+    outcomes[rank].parameters = model.read_parameters();
+  };
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < world; ++rank) ranks.emplace_back(rank_main, rank);
+  for (std::thread& rank : ranks) rank.join();
+  for (int rank = 1; rank < world; ++rank)
+    EXPECT_EQ(outcomes[rank].parameters, outcomes[0].parameters) << "rank " << rank;
+  return outcomes[0];
+}
+
+TEST(TrainingStep, TwoRanksAndTwoMicroBatchesComputeWhatOneProcessDoes) {
+  const StepOutcome one = train_two_steps(1, 8, 1);
+  const StepOutcome ranks = train_two_steps(2, 4, 1);
+  const StepOutcome micro = train_two_steps(1, 4, 2);
+  const StepOutcome both = train_two_steps(2, 2, 2);
+  for (const StepOutcome* other : {&ranks, &micro, &both}) {
+    EXPECT_NEAR(other->loss / one.loss, 1.0, 1e-6);
+    EXPECT_LT(relative_error(other->gradients, one.gradients), 1e-5);
+  }
+}
+
+TEST(TrainingStep, NamesTheFirstNonFiniteGradient) {
+  const Config config = step_config(2, 1);
+  auto backend = make_backend("cpu", 1);
+  GPT model(*backend, ModelShape::from_config(config, kVocab));
+  model.initialize(config.seed, config.init_std, config.scaled_residual_init);
+  LocalCommunicator one_process;
+  TrainingStep training(model, config, one_process);
+  const BatchFiller random_tokens = [&](Batch& batch, uint32_t step, int64_t first_window) {
+    fill_random_tokens(batch, config.seed, step, static_cast<uint32_t>(first_window), kVocab);
+  };
+  training.draw_batches(0, random_tokens);
+  double loss = training.compute_gradients(0, true);
+  EXPECT_EQ(training.first_non_finite(loss), "");
+  EXPECT_EQ(training.first_non_finite(NAN), "the loss");
+  // A NaN in the final LayerNorm's weight reaches only the gradients after it and its own.
+  std::vector<float> parameters = model.read_parameters();
+  const ParameterTensor* ln_f = nullptr;
+  for (const ParameterTensor& tensor : model.layout().tensors())
+    if (tensor.name == "ln_f.weight") ln_f = &tensor;
+  ASSERT_NE(ln_f, nullptr);
+  parameters[ln_f->offset] = NAN;
+  model.write_parameters(parameters);
+  loss = training.compute_gradients(0, true);
+  EXPECT_NE(training.first_non_finite(loss).find("the gradient of "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace folio
