@@ -136,9 +136,8 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                                     w.ln2_weight, w.ln2_bias, B, per_sample, C,
                                     dropout.at(l, DropoutSite::kAttentionOutput));
     // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
-    k.matmul_forward(act.fc + r0 * F, act.ln2 + r0 * C, w.fc_weight, w.fc_bias, rows, C, F);
-    k.activation_forward(act.fc_act + r0 * F, act.fc + r0 * F, static_cast<size_t>(rows) * F,
-                         shape_.activation);
+    k.matmul_activation_forward(act.fc + r0 * F, act.fc_act + r0 * F, act.ln2 + r0 * C, w.fc_weight,
+                                w.fc_bias, rows, C, F, shape_.activation);
     k.matmul_forward(a.branch + r0 * C, act.fc_act + r0 * F, w.fc2_weight, w.fc2_bias, rows, F, C);
     const NormTensors next = norm_after(a, weights_, l);
     k.dropout_add_layernorm_forward(act.residual_out + r0 * C, next.out + r0 * C, next.mean + r0,
