@@ -159,10 +159,15 @@ struct AttentionCase {
 };
 
 TEST_P(BackendOps, Attention) {
-  // T = 70 crosses the CPU backend's 64-row blocks; hs * H != any C, as in the tiny preset.
-  for (const AttentionCase& c : {AttentionCase{2, 7, 3, 4, 0.0f}, AttentionCase{2, 7, 3, 4, 0.25f},
-                                 AttentionCase{1, 70, 2, 5, 0.0f}, AttentionCase{2, 70, 3, 10, 0.2f},
-                                 AttentionCase{3, 1, 2, 8, 0.2f}}) {
+  // The CPU backend works in strips of 64 query rows: T = 70 and 130 end in a partial strip, 64
+  // and 128 fill them exactly, T = 1 is one row; hs * H != any C, as in the tiny preset; heads of
+  // 10 (tiny) and 64 (GPT-2).
+  for (const AttentionCase& c :
+       {AttentionCase{2, 7, 3, 4, 0.0f}, AttentionCase{2, 7, 3, 4, 0.25f},
+        AttentionCase{1, 70, 2, 5, 0.0f}, AttentionCase{2, 70, 3, 10, 0.2f},
+        AttentionCase{3, 1, 2, 8, 0.2f}, AttentionCase{1, 1, 1, 64, 0.0f},
+        AttentionCase{1, 64, 2, 64, 0.2f}, AttentionCase{2, 128, 1, 10, 0.1f},
+        AttentionCase{1, 130, 2, 64, 0.2f}, AttentionCase{1, 130, 1, 64, 0.0f}}) {
     SCOPED_TRACE(::testing::Message() << "B " << c.B << " T " << c.T << " H " << c.H << " hs "
                                     << c.hs << " p " << c.p);
     const int A = c.H * c.hs;
@@ -190,27 +195,35 @@ TEST_P(BackendOps, Attention) {
   }
 }
 
+struct QStartCase {
+  int T, hs, q_start;
+};
+
 TEST_P(BackendOps, AttentionRecomputesOnlyTheRowsAfterQStart) {
-  // Generation's key/value cache: rows before q_start are kept, the rest computed anew.
-  const int B = 1, T = 9, H = 2, hs = 4, A = H * hs, q_start = 6;
-  const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 21);
-  Doubles out(size_t(T) * A), probs(size_t(H) * T * T);
-  reference::attention_forward(out.data(), probs.data(), widen(qkv).data(), B, T, H, hs, 0,
-                               no_dropout());
-  // Kept rows hold sentinels (which the cache would hold: nothing may recompute or clear them),
-  // the rest NaN (everything there must be written).
-  const size_t kept = size_t(q_start) * A;
-  Floats start(out.size(), std::nanf(""));
-  for (size_t i = 0; i < kept; ++i) start[i] = 1000.0f + static_cast<float>(i);
-  auto d_qkv = upload(qkv), d_out = upload(start);
-  auto d_saved = zeros(backend_->attention_saved_floats(B, T, H, hs));
-  backend_->attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H,
-                              hs, q_start, no_dropout());
-  const Floats got = download(d_out, out.size());
-  EXPECT_EQ(Floats(got.begin(), got.begin() + kept), Floats(start.begin(), start.begin() + kept))
-      << "rows before q_start were written";
-  const Floats computed(got.begin() + kept, got.end());
-  EXPECT_LT(relative_error(computed, Doubles(out.begin() + kept, out.end())), kTolerance);
+  // Generation's key/value cache: rows before q_start are kept, the rest computed anew; in the
+  // second case they start inside one of the CPU backend's 64-row strips and end in another.
+  for (const QStartCase& c : {QStartCase{9, 4, 6}, QStartCase{150, 64, 100}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << c.T << " q_start " << c.q_start);
+    const int B = 1, T = c.T, H = 2, hs = c.hs, A = H * hs, q_start = c.q_start;
+    const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 21);
+    Doubles out(size_t(T) * A), probs(size_t(H) * T * T);
+    reference::attention_forward(out.data(), probs.data(), widen(qkv).data(), B, T, H, hs, 0,
+                                 no_dropout());
+    // Kept rows hold sentinels (which the cache would hold: nothing may recompute or clear them),
+    // the rest NaN (everything there must be written).
+    const size_t kept = size_t(q_start) * A;
+    Floats start(out.size(), std::nanf(""));
+    for (size_t i = 0; i < kept; ++i) start[i] = 1000.0f + static_cast<float>(i);
+    auto d_qkv = upload(qkv), d_out = upload(start);
+    auto d_saved = zeros(backend_->attention_saved_floats(B, T, H, hs));
+    backend_->attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H,
+                                hs, q_start, no_dropout());
+    const Floats got = download(d_out, out.size());
+    EXPECT_EQ(Floats(got.begin(), got.begin() + kept), Floats(start.begin(), start.begin() + kept))
+        << "rows before q_start were written";
+    const Floats computed(got.begin() + kept, got.end());
+    EXPECT_LT(relative_error(computed, Doubles(out.begin() + kept, out.end())), kTolerance);
+  }
 }
 
 TEST_P(BackendOps, Activation) {
@@ -225,6 +238,30 @@ TEST_P(BackendOps, Activation) {
     reference::activation_backward(dx.data(), widen(dout).data(), widen(x).data(), n, kind);
     EXPECT_LT(relative_error(download(d_out, n), out), kTolerance);
     EXPECT_LT(relative_error(download(d_dx, n), dx), kTolerance);
+  }
+}
+
+TEST_P(BackendOps, MatmulActivationFused) {
+  // The fused pair against reference::matmul_forward then reference::activation_forward.
+  for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "gelu " << (kind == Activation::kGelu) << " bias " << with_bias);
+      const int N = 67, IC = 33, OC = 29;
+      const Floats x = random_vector<float>(N * IC, 60), w = random_vector<float>(OC * IC, 61),
+                   b = random_vector<float>(OC, 62, 2.0);
+      auto d_x = upload(x), d_w = upload(w), d_b = upload(b);
+      auto d_pre = poisoned(N * OC), d_out = poisoned(N * OC);
+      backend_->matmul_activation_forward(d_pre.as<float>(), d_out.as<float>(), d_x.as<float>(),
+                                          d_w.as<float>(), with_bias ? d_b.as<float>() : nullptr, N,
+                                          IC, OC, kind);
+      Doubles pre(N * OC), out(N * OC);
+      reference::matmul_forward(pre.data(), widen(x).data(), widen(w).data(),
+                                with_bias ? widen(b).data() : nullptr, N, IC, OC);
+      reference::activation_forward(out.data(), pre.data(), pre.size(), kind);
+      EXPECT_LT(relative_error(download(d_pre, pre.size()), pre), kTolerance);
+      EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+    }
   }
 }
 
@@ -249,6 +286,62 @@ TEST_P(BackendOps, DropoutAdd) {
     reference::dropout_add_backward(dbranch.data(), widen(dout).data(), B, per_sample, dropout);
     EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance) << p;
     EXPECT_LT(relative_error(download(d_dbranch, dbranch.size()), dbranch), kTolerance) << p;
+  }
+}
+
+TEST_P(BackendOps, DropoutAddLayerNormFused) {
+  // The fused pairs against the two reference ops in turn. C = 53 is not a multiple of 4, so a
+  // row's dropout mask starts inside a Philox block; 5 rows per sample; dinp accumulates.
+  for (float p : {0.0f, 0.2f}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "p " << p << " bias " << with_bias);
+      const int B = 3, rows_per_sample = 5, C = 53, N = B * rows_per_sample;
+      const size_t per_sample = size_t(rows_per_sample) * C;
+      const DropoutSpec dropout =
+          p > 0 ? dropout_spec(p, 77, 3, 2, DropoutSite::kFeedForwardOutput, 4) : no_dropout();
+      const Floats residual = random_vector<float>(N * C, 50, 2.0),
+                   branch = random_vector<float>(N * C, 51, 2.0), w = random_vector<float>(C, 52),
+                   b = random_vector<float>(C, 53), dout = random_vector<float>(N * C, 54);
+      const Floats dx0 = random_vector<float>(N * C, 55), dw0 = random_vector<float>(C, 56),
+                   db0 = random_vector<float>(C, 57);
+      auto d_residual = upload(residual), d_branch = upload(branch), d_w = upload(w),
+           d_b = upload(b), d_dout = upload(dout);
+      auto d_sum = poisoned(N * C), d_ln = poisoned(N * C), d_mean = poisoned(N),
+           d_rstd = poisoned(N);
+      const float* bias = with_bias ? d_b.as<float>() : nullptr;
+      backend_->dropout_add_layernorm_forward(d_sum.as<float>(), d_ln.as<float>(),
+                                              d_mean.as<float>(), d_rstd.as<float>(),
+                                              d_residual.as<float>(), d_branch.as<float>(),
+                                              d_w.as<float>(), bias, B, per_sample, C, dropout);
+      Doubles sum(N * C), ln(N * C), mean(N), rstd(N);
+      reference::dropout_add_forward(sum.data(), widen(residual).data(), widen(branch).data(), B,
+                                     per_sample, dropout);
+      reference::layernorm_forward(ln.data(), mean.data(), rstd.data(), sum.data(), widen(w).data(),
+                                   with_bias ? widen(b).data() : nullptr, N, C);
+      EXPECT_LT(relative_error(download(d_sum, sum.size()), sum), kTolerance);
+      EXPECT_LT(relative_error(download(d_ln, ln.size()), ln), kTolerance);
+      EXPECT_LT(relative_error(download(d_mean, N), mean), kTolerance);
+      EXPECT_LT(relative_error(download(d_rstd, N), rstd), kTolerance);
+
+      auto d_dx = upload(dx0), d_dw = upload(dw0), d_db = upload(db0), d_dbranch = poisoned(N * C);
+      backend_->layernorm_dropout_add_backward(
+          d_dx.as<float>(), d_dbranch.as<float>(), d_dw.as<float>(),
+          with_bias ? d_db.as<float>() : nullptr, d_dout.as<float>(), d_sum.as<float>(),
+          d_w.as<float>(), d_mean.as<float>(), d_rstd.as<float>(), B, per_sample, C, dropout);
+      Doubles dx = widen(dx0), dw = widen(dw0), db = widen(db0), dbranch(N * C);
+      reference::layernorm_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr,
+                                    widen(dout).data(), sum.data(), widen(w).data(), mean.data(),
+                                    rstd.data(), N, C);
+      reference::dropout_add_backward(dbranch.data(), dx.data(), B, per_sample, dropout);
+      EXPECT_LT(relative_error(download(d_dx, dx.size()), dx), kTolerance);
+      EXPECT_LT(relative_error(download(d_dbranch, dbranch.size()), dbranch), kTolerance);
+      EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance);
+      if (with_bias) {
+        EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
+      } else {
+        EXPECT_EQ(download(d_db, db.size()), db0);  // untouched
+      }
+    }
   }
 }
 

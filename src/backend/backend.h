@@ -88,8 +88,9 @@ class Backend {
   // qkv is (B, T, 3A) with A = H * head_size: queries in [0, A), keys in [A, 2A), values in
   // [2A, 3A), head h in columns [h*hs, (h+1)*hs) of each. out is (B, T, A), the heads
   // concatenated: softmax(q k^T / sqrt(hs), causal) with dropout on the weights, times v.
-  // `saved` (attention_saved_floats() floats) keeps what the backward pass needs: the CPU keeps
-  // the (B, H, T, T) probabilities, a flash-style GPU kernel only each row's log-sum-exp.
+  // `saved` (attention_saved_floats() floats) keeps what the backward pass needs: the CPU each
+  // query row's log-sum-exp, from which its backward pass recomputes the probabilities; the GPU's
+  // flash kernels that and a copy of out; its unfused path the (B, H, T, T) probabilities.
   // Only query rows t >= q_start are computed (rows before are already in out: the key/value
   // cache of generation); training uses q_start = 0.
   virtual size_t attention_saved_floats(int B, int T, int H, int head_size) const = 0;
@@ -155,6 +156,15 @@ class Backend {
     layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd,
                        static_cast<int>(B * per_sample / C), C);
     dropout_add_backward(dbranch, dinp, B, per_sample, dropout);
+  }
+
+  // pre = inp @ weight^T + bias, then out = activation(pre): matmul_forward's arguments and
+  // activation_forward's output (pre is kept: activation_backward reads it).
+  virtual void matmul_activation_forward(float* pre, float* out, const float* inp,
+                                         const float* weight, const float* bias, int N, int IC,
+                                         int OC, Activation kind) {
+    matmul_forward(pre, inp, weight, bias, N, IC, OC);
+    activation_forward(out, pre, static_cast<size_t>(N) * OC, kind);
   }
 
   // ---- hooks for accelerators; the defaults are what the CPU needs ----------------------------

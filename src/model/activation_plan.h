@@ -1,8 +1,10 @@
 // Every intermediate tensor of a forward and backward pass at a given (B, T), carved once out of
 // one allocation: nothing is allocated inside a training step. What each buffer keeps, and why:
-// the backward pass needs each op's inputs (and LayerNorm's mean and rstd, softmax's
-// probabilities); branch outputs before their dropout + residual add are not needed again, so
-// all layers share one `branch` buffer.
+// the backward pass needs each op's inputs (and LayerNorm's mean and rstd, and what attention
+// saves: each query row's log-sum-exp, so that no (B, H, T, T) tensor is kept and the plan grows
+// with B * T, not B * T * T, wherever the backend computes attention in tiles); branch outputs
+// before their dropout + residual add are not needed again, so all layers share one `branch`
+// buffer.
 #pragma once
 
 #include <cstdint>

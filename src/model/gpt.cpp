@@ -172,9 +172,8 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                                            model.branch, w.ln2_weight, w.ln2_bias, B, per_sample, C,
                                            dropout.at(l, DropoutSite::kAttentionOutput));
     // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
-    backend_.matmul_forward(row.fc, row.ln2, w.fc_weight, w.fc_bias, rows, C, F);
-    backend_.activation_forward(row.fc_act, row.fc, static_cast<size_t>(rows) * F,
-                                shape_.activation);
+    backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias, rows,
+                                       C, F, shape_.activation);
     backend_.matmul_forward(model.branch, row.fc_act, w.fc2_weight, w.fc2_bias, rows, F, C);
     const NormTensors next = norm_after(activations_, weights_, l).from_row(first, C);
     backend_.dropout_add_layernorm_forward(

@@ -38,19 +38,21 @@ class CpuBackend final : public Backend {
                       int IC, int OC) override;
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int N, int IC, int OC) override;
-  // saved = the (B, H, T, T) probabilities before dropout
+  // saved = each query row's log-sum-exp of its scores, (B, H, T)
   size_t attention_saved_floats(int B, int T, int H, int head_size) const override {
     (void)head_size;
-    return static_cast<size_t>(B) * H * T * T;
+    return static_cast<size_t>(B) * H * T;
   }
-  void attention_forward(float* out, float* probs, const float* qkv, int B, int T, int H,
+  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H,
                          int head_size, int q_start, const DropoutSpec& dropout) override;
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                          int B, int T, int H, int head_size,
-                          const DropoutSpec& dropout) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse, int B,
+                          int T, int H, int head_size, const DropoutSpec& dropout) override;
   void activation_forward(float* out, const float* inp, size_t n, Activation kind) override;
   void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                            Activation kind) override;
+  void matmul_activation_forward(float* pre, float* out, const float* inp, const float* weight,
+                                 const float* bias, int N, int IC, int OC,
+                                 Activation kind) override;  // activation.cpp
   void dropout_add_forward(float* out, const float* residual, const float* branch, int B,
                            size_t per_sample, const DropoutSpec& dropout) override;
   void dropout_add_backward(float* dbranch, const float* dout, int B, size_t per_sample,
@@ -59,6 +61,16 @@ class CpuBackend final : public Backend {
                              int V) override;
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N,
                               int V, float dloss) override;
+  // The fused pairs (layernorm.cpp): one pass over each row instead of two.
+  void dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean, float* rstd,
+                                     const float* residual, const float* branch,
+                                     const float* weight, const float* bias, int B,
+                                     size_t per_sample, int C, const DropoutSpec& dropout) override;
+  void layernorm_dropout_add_backward(float* dinp, float* dbranch, float* dweight, float* dbias,
+                                      const float* dout, const float* inp, const float* weight,
+                                      const float* mean, const float* rstd, int B,
+                                      size_t per_sample, int C,
+                                      const DropoutSpec& dropout) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const AdamWStep& step) override;
   void sum(float* result, const float* x, size_t n) override;
@@ -67,7 +79,7 @@ class CpuBackend final : public Backend {
   void scale(float* x, size_t n, float factor) override;
 
  private:
-  // Per-thread scratch of two T x T matrices for attention; grows on first use only.
+  // Per-thread scratch for attention (strips of query rows); grows on first use only.
   float* attention_scratch(int thread, size_t floats_per_thread);
   // `floats` zeroed floats for each thread, for per-thread partial sums.
   float* thread_partials(size_t floats);

@@ -1,54 +1,120 @@
-// LayerNorm on the CPU (reference: backend/reference/layernorm.h). Rows are independent; the
+// LayerNorm on the CPU (reference: backend/reference/layernorm.h), alone and fused with the
+// residual add before it (reference: the two ops in turn, backend/reference/dropout_add.h).
+//
+// Rows are independent: threads take contiguous runs of rows. The fused ops make one pass over
+// each row where the pair made two: the residual sum (or the gradient into the branch) is
+// formed while the row is in L1, instead of being written and read again from memory. The
 // parameter gradients are summed over rows in per-thread partials, then added in thread order so
 // the result does not depend on scheduling.
 #include <omp.h>
 
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/vector_math.h"
 #include "backend/reference/layernorm.h"
 
 namespace folio {
 
+namespace {
+
+// y = (x - mean) * rstd * weight + bias over one row of C; returns mean and rstd.
+void normalize_row(float* y, float& mean, float& rstd, const float* x, const float* weight,
+                   const float* bias, int C) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int c = 0; c < C; ++c) sum += x[c];
+  const float m = sum / C;
+  float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+  for (int c = 0; c < C; ++c) squares += (x[c] - m) * (x[c] - m);
+  const float s = 1.0f / std::sqrt(squares / C + static_cast<float>(reference::kLayerNormEps));
+  if (bias) {
+#pragma omp simd
+    for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
+  } else {
+#pragma omp simd
+    for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c];
+  }
+  mean = m;
+  rstd = s;
+}
+
+// The dropout multipliers of row i of a residual branch whose samples have rows_per_sample rows
+// of C: elements (i mod rows_per_sample) * C .. + C of its sample's stream.
+void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout, int i,
+                          int rows_per_sample, int C) {
+  cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(i / rows_per_sample),
+                           static_cast<uint64_t>(i % rows_per_sample) * C, C);
+}
+
+}  // namespace
+
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                    const float* weight, const float* bias, int N, int C) {
 #pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
-    const float* x = inp + static_cast<size_t>(i) * C;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < C; ++c) sum += x[c];
-    const float m = sum / C;
-    float squares = 0.0f;
-#pragma omp simd reduction(+ : squares)
-    for (int c = 0; c < C; ++c) squares += (x[c] - m) * (x[c] - m);
-    const float s = 1.0f / std::sqrt(squares / C + static_cast<float>(reference::kLayerNormEps));
-    float* y = out + static_cast<size_t>(i) * C;
-    if (bias) {
+  for (int i = 0; i < N; ++i)
+    normalize_row(out + static_cast<size_t>(i) * C, mean[i], rstd[i],
+                  inp + static_cast<size_t>(i) * C, weight, bias, C);
+}
+
+void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean,
+                                               float* rstd, const float* residual,
+                                               const float* branch, const float* weight,
+                                               const float* bias, int B, size_t per_sample, int C,
+                                               const DropoutSpec& dropout) {
+  const int N = static_cast<int>(B * per_sample / C);
+  const int rows_per_sample = static_cast<int>(per_sample / C);
+#pragma omp parallel
+  {
+    std::vector<float> multipliers(dropout.active() ? C : 0);
+#pragma omp for schedule(static)
+    for (int i = 0; i < N; ++i) {
+      const size_t offset = static_cast<size_t>(i) * C;
+      float* x = residual_out + offset;
+      if (dropout.active()) {
+        draw_row_multipliers(multipliers.data(), dropout, i, rows_per_sample, C);
 #pragma omp simd
-      for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
-    } else {
+        for (int c = 0; c < C; ++c)
+          x[c] = residual[offset + c] + branch[offset + c] * multipliers[c];
+      } else {
 #pragma omp simd
-      for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c];
+        for (int c = 0; c < C; ++c) x[c] = residual[offset + c] + branch[offset + c];
+      }
+      normalize_row(ln_out + offset, mean[i], rstd[i], x, weight, bias, C);
     }
-    mean[i] = m;
-    rstd[i] = s;
   }
 }
 
 void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                     const float* inp, const float* weight, const float* mean,
                                     const float* rstd, int N, int C) {
+  layernorm_dropout_add_backward(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N,
+                                 static_cast<size_t>(C), C, no_dropout());
+}
+
+// Both backward passes: the plain one (dbranch null) and the fused one, which goes on from each
+// row's updated dinp into the residual branch: dbranch = dinp * mask / (1 - p).
+void CpuBackend::layernorm_dropout_add_backward(float* dinp, float* dbranch, float* dweight,
+                                                float* dbias, const float* dout, const float* inp,
+                                                const float* weight, const float* mean,
+                                                const float* rstd, int B, size_t per_sample, int C,
+                                                const DropoutSpec& dropout) {
+  const int N = static_cast<int>(B * per_sample / C);
+  const int rows_per_sample = static_cast<int>(per_sample / C);
   // Per-thread partial sums of dweight and dbias, side by side.
   float* partials = thread_partials(size_t(2) * C);
 #pragma omp parallel num_threads(threads_)
   {
     float* my_dweight = partials + size_t(2) * C * omp_get_thread_num();
     float* my_dbias = my_dweight + C;
+    std::vector<float> multipliers(dbranch && dropout.active() ? C : 0);
 #pragma omp for schedule(static)
     for (int i = 0; i < N; ++i) {
-      const float* x = inp + static_cast<size_t>(i) * C;
-      const float* dy = dout + static_cast<size_t>(i) * C;
+      const size_t offset = static_cast<size_t>(i) * C;
+      const float* x = inp + offset;
+      const float* dy = dout + offset;
       const float m = mean[i], s = rstd[i];
       float g_sum = 0.0f, gn_sum = 0.0f;
 #pragma omp simd reduction(+ : g_sum, gn_sum)
@@ -58,13 +124,22 @@ void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, c
         gn_sum += g * (x[c] - m) * s;
       }
       const float g_mean = g_sum / C, gn_mean = gn_sum / C;
-      float* dx = dinp + static_cast<size_t>(i) * C;
+      float* dx = dinp + offset;
 #pragma omp simd
       for (int c = 0; c < C; ++c) {
         const float n = (x[c] - m) * s;
         dx[c] += s * (dy[c] * weight[c] - g_mean - n * gn_mean);
         my_dweight[c] += dy[c] * n;
         my_dbias[c] += dy[c];
+      }
+      if (dbranch == nullptr) continue;
+      float* db = dbranch + offset;
+      if (dropout.active()) {
+        draw_row_multipliers(multipliers.data(), dropout, i, rows_per_sample, C);
+#pragma omp simd
+        for (int c = 0; c < C; ++c) db[c] = dx[c] * multipliers[c];
+      } else {
+        std::copy_n(dx, C, db);
       }
     }
   }
