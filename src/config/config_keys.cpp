@@ -93,8 +93,9 @@ const std::vector<ConfigKey>& config_keys() {
       {"eval_iters", "eval", &Config::eval_iters, "random batches per split in each evaluation",
        1, kIntMax, false, nullptr, false},
       {"log_interval", "eval", &Config::log_interval,
-       "print a progress line every this many steps; 0 turns it off", 0, kIntMax, false, nullptr,
-       false},
+       "measure the loss and write a metrics.jsonl record every this many steps (the status "
+       "line shows the latest; piped output prints at most one line per 10 s); 0 turns it off",
+       0, kIntMax, false, nullptr, false},
       {"sample_tokens", "eval", &Config::sample_tokens,
        "characters sampled before and after training; 0 turns the samples off", 0, kIntMax,
        false, nullptr, false},

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/sha256.h"
@@ -15,6 +16,11 @@ std::string resolve_data_path(const std::string& configured) {
   const std::string path = kTinyShakespearePath;
   if (std::filesystem::exists(path)) return path;
 
+  // The folders this fetch creates, outermost first: a failed fetch removes them again.
+  std::vector<std::filesystem::path> created;
+  for (std::filesystem::path folder = std::filesystem::path(path).parent_path();
+       !folder.empty() && !std::filesystem::exists(folder); folder = folder.parent_path())
+    created.insert(created.begin(), folder);
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   const std::string partial = path + ".download";
   std::fprintf(stderr, "folio: fetching tiny-Shakespeare from %s\n", kTinyShakespeareUrl);
@@ -22,7 +28,10 @@ std::string resolve_data_path(const std::string& configured) {
                               kTinyShakespeareUrl + "' 2>/dev/null";
   const int status = std::system(command.c_str());
   const auto no_network = [&](const std::string& why) {
-    std::filesystem::remove(partial);
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    for (auto folder = created.rbegin(); folder != created.rend(); ++folder)
+      std::filesystem::remove(*folder, ignored);  // only if still empty
     return Error("no training text: " + path + " is absent and " + why +
                  "; download it yourself from " + kTinyShakespeareUrl +
                  " or pass --data FILE (any UTF-8 text)");

@@ -12,10 +12,6 @@
 
 namespace folio {
 
-namespace {
-constexpr const char* kFormat = "folio-train-state-1";
-}
-
 std::string training_state_path(const std::string& out_dir) {
   return (std::filesystem::path(out_dir) / "state.safetensors").string();
 }
@@ -29,7 +25,7 @@ void save_training_state(const std::string& path, const TrainingState& state) {
                     {{"parameters", {n}, state.parameters.data()},
                      {"adam_m", {n}, state.first_moment.data()},
                      {"adam_v", {n}, state.second_moment.data()}},
-                    {{"format", kFormat},
+                    {{"format", kTrainingStateFormat},
                      {"config", config_to_json(state.config).dump()},
                      {"vocab", state.vocabulary.symbols_utf8()},
                      {"text_sha256", state.data_sha256},
@@ -47,7 +43,7 @@ TrainingState load_training_state(const std::string& path) {
   const SafetensorsFile file = SafetensorsFile::read(path);
   const auto& metadata = file.metadata();
   auto format = metadata.find("format");
-  if (format == metadata.end() || format->second != kFormat)
+  if (format == metadata.end() || format->second != kTrainingStateFormat)
     throw Error(path + " is not a folio training state (format " +
                 (format == metadata.end() ? std::string("missing") : format->second) + ")");
   TrainingState state;

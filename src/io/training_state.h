@@ -28,6 +28,9 @@ struct TrainingState {
   std::vector<float> parameters, first_moment, second_moment;
 };
 
+// The "format" entry of its metadata (which tells it apart from a model checkpoint).
+inline constexpr const char* kTrainingStateFormat = "folio-train-state-1";
+
 std::string training_state_path(const std::string& out_dir);
 
 void save_training_state(const std::string& path, const TrainingState& state);

@@ -26,6 +26,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "train/evaluate.h"
+#include "train/init_from_check.h"
 #include "train/mfu.h"
 #include "progress/progress.h"
 #include "train/stop_signal.h"
@@ -182,10 +183,9 @@ void Trainer::start_from_parameters() {
   if (!options_.init_from.empty()) {
     const LoadedCheckpoint checkpoint = load_checkpoint(options_.init_from, config_,
                                                         &data_.vocabulary);
-    if (checkpoint.parameters.size() != model_.parameter_count() ||
-        checkpoint.vocabulary.symbols() != data_.vocabulary.symbols())
-      throw Error("--init_from " + options_.init_from +
-                  ": its structure or vocabulary differs from this run's config and data");
+    const std::string mismatch = init_from_mismatch(checkpoint, model_.shape(), data_.vocabulary);
+    if (!mismatch.empty() || checkpoint.parameters.size() != model_.parameter_count())
+      throw Error("--init_from " + options_.init_from + " does not fit this run: " + mismatch);
     model_.write_parameters(checkpoint.parameters);
   } else {
     model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init);
@@ -331,6 +331,7 @@ void Trainer::save_state(int64_t steps_done) {
     if (!std::isfinite(value))
       throw Error("refusing to write " + state_path_ + ": the parameters hold a non-finite value");
   save_training_state(state_path_, state);
+  note_state_saved(steps_done);
 }
 
 bool Trainer::stop_agreed() {
@@ -422,6 +423,7 @@ TrainResult Trainer::run() {
         if (is_root()) {
           save_checkpoint(checkpoint_path_, model_, config_, data_.vocabulary, step,
                           losses->train, losses->val);
+          note_checkpoint_saved(step);
           progress_->line("step " + std::to_string(step) + ": val loss improved, saved " +
                           checkpoint_path_);
         }
@@ -486,9 +488,15 @@ TrainResult Trainer::run() {
                   state_path_.c_str(), config_.out_dir.c_str());
     } else {
       print_sample("after", 1);
-      std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
-                  static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
-                  checkpoint_path_.c_str());
+      if (std::isinf(best_val_loss_))  // no evaluation ran (max_iters 0): no checkpoint
+        std::printf("trained %lld steps in %.1f s; no evaluation ran, so no checkpoint was "
+                    "written (the training state is in %s)\n",
+                    static_cast<long long>(result_.steps_done), result_.seconds,
+                    state_path_.c_str());
+      else
+        std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
+                    static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
+                    checkpoint_path_.c_str());
     }
     std::fflush(stdout);
   }
