@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdlib.h>  // getloadavg
 #include <string>
 
 namespace folio {
@@ -49,8 +50,14 @@ int threads_for_rank(int configured) {
   return std::max(1, cores / local_rank_count());
 }
 
+bool machine_is_busy() {
+  double load = 0;
+  return ::getloadavg(&load, 1) == 1 && load >= online_cores();
+}
+
 void prepare_threads_before_parallel_work(char** argv) {
-  if (local_rank_count() <= 1 || std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;  // the user's choice, or done already
+  if (local_rank_count() <= 1 && !machine_is_busy()) return;
   ::setenv("OMP_WAIT_POLICY", "passive", 1);
   ::execv("/proc/self/exe", argv);
   // Could not run itself again (no /proc): go on spinning, which is slower but correct.

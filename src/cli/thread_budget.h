@@ -3,7 +3,7 @@
 // cores, and OpenMP threads that spin while they wait then steal the cores the working threads
 // need: a `tiny` step of 2 ms took 10 ms beside a second folio. So each rank of a job takes
 // cores / (ranks on this machine) threads unless --threads says otherwise, and processes that
-// share the machine wait passively (OMP_WAIT_POLICY=passive) instead of spinning.
+// share the machine, or find it busy, wait passively (OMP_WAIT_POLICY=passive) instead of spinning.
 #pragma once
 
 #include "distributed/launch_environment.h"
@@ -20,9 +20,16 @@ int local_rank_count();
 // those cores).
 int threads_for_rank(int configured);
 
-// Call first thing in main(), before any parallel region: when this process shares the machine
-// with other ranks of its job and OMP_WAIT_POLICY is not set, sets it to passive. OpenMP reads
-// it when its runtime starts, so the process runs itself again with it set (once).
+// Whether the machine already has at least one runnable process per core (the 1-minute load
+// average), so that spinning threads would take cores from others' work.
+bool machine_is_busy();
+
+// Call first thing in main(), before any parallel region: when OMP_WAIT_POLICY is not set and
+// this process shares the machine (other ranks of its job on it, or a busy machine), sets it to
+// passive. OpenMP reads it when its runtime starts, so the process runs itself again with it
+// set (once). Measured with bench/contention.sh: two folio processes of 2 threads each on 2
+// cores took 460-490 ms a `tiny` step with OpenMP's default wait (spin, then sleep), 141-148 ms
+// spinning, 1.5 ms waiting passively; alone, spinning is best.
 void prepare_threads_before_parallel_work(char** argv);
 
 }  // namespace folio

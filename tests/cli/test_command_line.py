@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from test_bad_input import rewrite_header, sha256
 
@@ -45,6 +46,12 @@ def rewrite_config(source, target, edit):
 def main(folio, data):
     folio = os.path.abspath(folio)
     work = tempfile.mkdtemp(prefix="folio_command_line_")
+    # The first 50,000 characters: an eval over the whole text stays quick on a busy machine.
+    with open(data, encoding="utf-8") as f:
+        text = f.read(50000)
+    data = os.path.join(work, "input.txt")
+    with open(data, "w", encoding="utf-8") as f:
+        f.write(text)
     quick = ["--config", "tiny", "--eval_iters=1", "--sample_tokens=0", "--quiet"]
     run_dir = os.path.join(work, "run")
     trained = run(folio, "train", "--data", data, "--out_dir", run_dir, "--max_iters=3", *quick)
@@ -163,8 +170,8 @@ def main(folio, data):
           and "position_embedding_table.weight is [16, 32] in the checkpoint but [8, 32]"
           in shape.stderr, shape.stderr)
     wider_text = os.path.join(work, "wider.txt")
-    with open(data, encoding="utf-8") as f, open(wider_text, "w", encoding="utf-8") as g:
-        g.write(f.read() + "Zo\u00eb \u20ac\n")
+    with open(wider_text, "w", encoding="utf-8") as f:
+        f.write(text + "\u00eb \u20ac\n")
     vocab = run(folio, "train", "--data", wider_text, "--out_dir", other, "--max_iters=1",
                 "--init_from", ckpt, *quick)
     check("--init_from names the characters the checkpoint's vocabulary lacks",
@@ -215,6 +222,27 @@ def main(folio, data):
     check("a rank sharing the machine with another takes cores / local ranks threads",
           shared.returncode == 0 and expected in shared.stdout,
           f"expected {expected!r} in {shared.stdout!r}")
+
+    # ... and waits passively (OpenMP reads OMP_WAIT_POLICY at start: folio runs itself again)
+    environment = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    process = subprocess.Popen([folio, "bench", "--config", "tiny", "--steps", "1000000"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=dict(environment, LOCAL_WORLD_SIZE="2"))
+    policy = b""
+    for _ in range(100):
+        try:
+            with open(f"/proc/{process.pid}/environ", "rb") as f:
+                policy = next((v for v in f.read().split(b"\0")
+                               if v.startswith(b"OMP_WAIT_POLICY=")), b"")
+        except OSError:
+            pass
+        if policy:
+            break
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    check("a rank sharing the machine waits passively", policy == b"OMP_WAIT_POLICY=passive",
+          f"the process's environment holds {policy!r}")
 
     print(f"{len(FAILURES)} failed: {FAILURES}" if FAILURES else "all passed")
     return 1 if FAILURES else 0
