@@ -54,8 +54,10 @@ std::optional<std::string> Arguments::take(const std::string& name) {
   bool found = false, missing = false;
   for (auto it = options_.begin(); it != options_.end();) {
     if (it->name == name) {
-      if (it->value) value = it->value;
-      else missing = true;
+      if (it->value)
+        value = it->value;
+      else
+        missing = true;
       found = true;
       it = options_.erase(it);
     } else {

@@ -193,8 +193,8 @@ int bench_command(Arguments& arguments) {
   const bool ladder = arguments.take_flag("ladder");
   Config config;
   arguments.collect([&] { config = load_config(config_name); });
-  const std::vector<std::string> bench_options = {"config", "steps", "warmup", "graph", "ladder",
-                                                  "help"};
+  const std::vector<std::string> bench_options = {"config", "steps",  "warmup",
+                                                  "graph",  "ladder", "help"};
   arguments.apply_config_keys(config, bench_options);
   arguments.finish("bench", bench_options, false,
                    "the preset is named with --config NAME (e.g. --config tiny)");

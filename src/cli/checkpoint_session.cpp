@@ -44,14 +44,15 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
     refuse_training_state(file);
     if (session.data_path.empty() && needs_data) {
       if (file.find("token_embedding_table.weight") == nullptr)
-        throw Error("checkpoint " + checkpoint_path + " has no folio metadata and no tensor "
+        throw Error("checkpoint " + checkpoint_path +
+                    " has no folio metadata and no tensor "
                     "token_embedding_table.weight: it is not a model folio can read");
       session.data_path = resolve_data_path("");
     }
     if (!session.data_path.empty())
       session.data = load_text_dataset(session.data_path, base_config.train_fraction);
-    session.checkpoint = load_checkpoint(file, base_config,
-                                         session.data ? &session.data->vocabulary : nullptr);
+    session.checkpoint =
+        load_checkpoint(file, base_config, session.data ? &session.data->vocabulary : nullptr);
   }
   session.backend =
       make_backend(base_config.device, base_config.threads, {base_config.dtype, base_config.tf32});

@@ -8,8 +8,8 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "data/batches.h"
-#include "train/evaluate.h"
 #include "progress/task_progress.h"
+#include "train/evaluate.h"
 
 namespace folio {
 

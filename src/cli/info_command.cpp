@@ -28,8 +28,10 @@ int info_command(Arguments& arguments) {
   arguments.apply_config_keys(base, info_options);
   const std::vector<std::string>& positionals = arguments.positionals();
   for (size_t i = 0; i < positionals.size(); ++i) {
-    if (!path) path = positionals[i];
-    else arguments.problem("folio info takes one checkpoint; '" + positionals[i] + "' is another");
+    if (!path)
+      path = positionals[i];
+    else
+      arguments.problem("folio info takes one checkpoint; '" + positionals[i] + "' is another");
   }
   if (!path) arguments.problem("folio info needs a checkpoint: folio info out/ckpt.safetensors");
   arguments.finish("info", info_options, /*positionals_allowed=*/true);

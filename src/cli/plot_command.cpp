@@ -44,12 +44,15 @@ int plot_command(Arguments& arguments) {
       runs.push_back(positionals[i]);
       continue;
     }
-    if (i + 1 == positionals.size()) arguments.problem("-o needs a file name (-o FILE.png)");
-    else output = positionals[++i];
+    if (i + 1 == positionals.size())
+      arguments.problem("-o needs a file name (-o FILE.png)");
+    else
+      output = positionals[++i];
   }
   if (runs.empty())
     arguments.problem("folio plot needs a RUN_DIR: the out_dir of a folio train run");
-  arguments.finish("plot", {"output", "o", "width", "height", "help"}, /*positionals_allowed=*/true);
+  arguments.finish("plot", {"output", "o", "width", "height", "help"},
+                   /*positionals_allowed=*/true);
   const std::string path =
       output.value_or(runs.size() == 1 ? (std::filesystem::path(runs[0]) / "loss.png").string()
                                        : std::string("loss.png"));

@@ -73,8 +73,8 @@ int sample_command(Arguments& arguments) {
   arguments.collect([&] { set_config_value(base, "seed", seed_text); });
   options.seed = base.seed;
   const std::vector<std::string> sample_options = {
-      "ckpt",  "prompt", "prompt_file", "max_new_tokens", "temperature", "top_k",
-      "top_p", "num_samples", "seed",   "quiet",          "help"};
+      "ckpt",  "prompt",      "prompt_file", "max_new_tokens", "temperature", "top_k",
+      "top_p", "num_samples", "seed",        "quiet",          "help"};
   arguments.apply_config_keys(base, sample_options);
   const std::string stray = arguments.positionals().empty() ? "" : arguments.positionals().front();
   arguments.finish("sample", sample_options, false,
@@ -86,8 +86,7 @@ int sample_command(Arguments& arguments) {
   const Vocabulary& vocabulary = session.checkpoint.vocabulary;
   Utf8Problem problem;
   const auto decoded_prompt = decode_utf8(prompt, &problem, /*translate_newlines=*/false);
-  if (!decoded_prompt)
-    throw Error(prompt_origin + " is not valid UTF-8 (" + problem.what + ")");
+  if (!decoded_prompt) throw Error(prompt_origin + " is not valid UTF-8 (" + problem.what + ")");
   const std::vector<int32_t> context = vocabulary.encode(*decoded_prompt, prompt_origin);
 
   const auto start = std::chrono::steady_clock::now();

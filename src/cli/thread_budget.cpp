@@ -3,9 +3,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <stdlib.h>  // getloadavg
 #include <algorithm>
 #include <cstdlib>
-#include <stdlib.h>  // getloadavg
 #include <string>
 
 namespace folio {

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "backend/backend.h"
-#include "cli/thread_budget.h"
 #include "cli/commands.h"
+#include "cli/thread_budget.h"
 #include "config/presets.h"
 #include "core/error.h"
 #include "data/fetch.h"
@@ -17,11 +17,11 @@
 #include "distributed/launch_environment.h"
 #include "distributed/local_ranks.h"
 #include "distributed/make_communicator.h"
-#include "progress/status_line.h"
-#include "train/stop_signal.h"
-#include "progress/task_progress.h"
-#include "train/trainer.h"
 #include "io/training_state.h"
+#include "progress/status_line.h"
+#include "progress/task_progress.h"
+#include "train/stop_signal.h"
+#include "train/trainer.h"
 
 namespace folio {
 
@@ -117,8 +117,10 @@ int train_command(Arguments& arguments) {
     // auto: one rank per GPU, as the seed's "We have 2 GPUs! Using 2 GPUs"; one on a CPU.
     const std::string nproc = arguments.take("nproc").value_or("1");
     int count = 1;
-    if (nproc == "auto") count = std::max(1, visible_gpu_count());
-    else arguments.collect([&] { count = parse_int_option("nproc", nproc, 1, 1024); });
+    if (nproc == "auto")
+      count = std::max(1, visible_gpu_count());
+    else
+      arguments.collect([&] { count = parse_int_option("nproc", nproc, 1, 1024); });
     if (count > 1 && !env.distributed()) {
       // Become the launcher: the ranks are copies of this command without --nproc.
       arguments.throw_problems();
@@ -148,7 +150,8 @@ int train_command(Arguments& arguments) {
                           " cannot change; start a new run with --init_from " + resume_dir +
                           "/ckpt.safetensors instead");
   } else {
-    arguments.collect([&] { config = load_config(arguments.take("config").value_or("shakespeare_char")); });
+    arguments.collect(
+        [&] { config = load_config(arguments.take("config").value_or("shakespeare_char")); });
     arguments.apply_config_keys(config, kTrainOptions);
   }
   arguments.finish("train", kTrainOptions, false,
@@ -170,9 +173,11 @@ int train_command(Arguments& arguments) {
   preparing.finish();
   check_dataset_fits(data, config.block_size);
   if (data.vocabulary.size() == 1 && env.rank == 0)
-    std::fprintf(stderr, "folio: warning: %s holds only one distinct character, so there is "
+    std::fprintf(stderr,
+                 "folio: warning: %s holds only one distinct character, so there is "
                  "nothing to learn: the model will predict it every time and the loss fall to 0; "
-                 "train on a text with more than one character\n", data_path.c_str());
+                 "train on a text with more than one character\n",
+                 data_path.c_str());
   if (state && data.file_sha256 != state->data_sha256)
     throw Error("the text in " + data_path + " differs from the one the resumed run trained on "
                 "(sha256 " + data.file_sha256.substr(0, 12) + "... vs " +

@@ -22,7 +22,8 @@ std::string characters_missing(const Vocabulary& from, const Vocabulary& other, 
   for (int id = 0; id < from.size(); ++id) {
     const std::vector<char32_t>& symbols = other.symbols();
     if (std::binary_search(symbols.begin(), symbols.end(), from.symbols()[id])) continue;
-    if (++*count <= 8) listed += (listed.empty() ? "'" : ", '") + printable(from.decode({id})) + "'";
+    if (++*count <= 8)
+      listed += (listed.empty() ? "'" : ", '") + printable(from.decode({id})) + "'";
   }
   if (*count > 8) listed += ", ...";
   return listed;
@@ -50,8 +51,9 @@ std::string init_from_mismatch(const LoadedCheckpoint& checkpoint, const ModelSh
   }
   const ParameterLayout theirs(checkpoint.shape), ours(run_shape);
   for (const ParameterTensor& tensor : ours.tensors()) {
-    const auto match = std::find_if(theirs.tensors().begin(), theirs.tensors().end(),
-                                    [&](const ParameterTensor& t) { return t.name == tensor.name; });
+    const auto match =
+        std::find_if(theirs.tensors().begin(), theirs.tensors().end(),
+                     [&](const ParameterTensor& t) { return t.name == tensor.name; });
     if (match == theirs.tensors().end())
       return "this run's model has a tensor " + tensor.name + " " + shape_text(tensor.shape) +
              " that the checkpoint lacks";

@@ -26,7 +26,8 @@ void write_text(const char* text) {
 void write_number(int64_t value) {
   char digits[24];
   int length = 0;
-  do digits[length++] = static_cast<char>('0' + value % 10), value /= 10; while (value > 0);
+  do digits[length++] = static_cast<char>('0' + value % 10), value /= 10;
+  while (value > 0);
   char text[24];
   for (int i = 0; i < length; ++i) text[i] = digits[length - 1 - i];
   text[length] = '\0';
@@ -106,8 +107,12 @@ void install_stop_handlers(const std::string& out_dir) {
 
 bool stop_requested() { return signals_seen.load() > 0; }
 
-void note_state_saved(int64_t steps_done) { state_saved_at.store(steps_done); }
+void note_state_saved(int64_t steps_done) {
+  state_saved_at.store(steps_done);
+}
 
-void note_checkpoint_saved(int64_t step) { checkpoint_saved_at.store(step); }
+void note_checkpoint_saved(int64_t step) {
+  checkpoint_saved_at.store(step);
+}
 
 }  // namespace folio
