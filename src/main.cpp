@@ -1,12 +1,20 @@
 // The folio command: picks the subcommand and hands over; every user error arrives here as one
-// folio::Error and is printed once.
+// folio::Error and is printed once, one `folio: error:` line per problem.
+//
+// Exit codes, the same for every subcommand: 0 success (and --help, --version); 1 a failure
+// while running (a missing or damaged file, a refused out_dir, a training failure); 2 a usage
+// error (an unknown command or option, a bad value, a missing or stray argument); 130 (143 for
+// SIGTERM) a run stopped at once by a second Ctrl-C.
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "cli/arguments.h"
+#include "cli/build_info.h"
 #include "cli/commands.h"
+#include "cli/thread_budget.h"
 #include "core/error.h"
 
 namespace {
@@ -23,35 +31,59 @@ constexpr const char* kUsage =
     "  tokenize text to GPT-2 (byte-level BPE) token ids, or back with --decode\n"
     "  tokenizer train a byte-level BPE tokenizer on your text (folio tokenizer train)\n"
     "  prepare  tokenise a text once into train/val token files (nanoGPT's and llm.c's)\n\n"
-    "`folio <command> --help` describes each.\n";
+    "`folio <command> --help` (or -h, or `folio help <command>`) describes each;\n"
+    "`folio --version` prints the version and what this build includes.\n"
+    "Exit codes: 0 done, 1 a failure while running, 2 a usage error.\n";
+
+int run_command(const std::string& command, folio::Arguments& arguments) {
+  if (command == "train") return folio::train_command(arguments);
+  if (command == "eval") return folio::eval_command(arguments);
+  if (command == "sample") return folio::sample_command(arguments);
+  if (command == "bench") return folio::bench_command(arguments);
+  if (command == "plot") return folio::plot_command(arguments);
+  if (command == "info") return folio::info_command(arguments);
+  if (command == "tokenize") return folio::tokenize_command(arguments);
+  if (command == "tokenizer") return folio::tokenizer_command(arguments);
+  if (command == "prepare") return folio::prepare_command(arguments);
+  throw folio::UsageError("unknown command '" + command +
+                          "': use train, eval, sample, bench, plot, info, tokenize, tokenizer or "
+                          "prepare (`folio --help`)");
+}
+
+// Each line of the message is one problem.
+void print_error(const char* message) {
+  std::istringstream lines(message);
+  std::string line;
+  while (std::getline(lines, line)) std::fprintf(stderr, "folio: error: %s\n", line.c_str());
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help") ||
-      !std::strcmp(argv[1], "-h")) {
+  const std::string first = argc < 2 ? "" : argv[1];
+  if (first.empty() || first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
     std::cout << kUsage;
-    return argc < 2 ? 2 : 0;
+    return first.empty() ? 2 : 0;
   }
-  const std::string command = argv[1];
+  if (first == "--version" || first == "version") {
+    std::cout << folio::build_info();
+    return 0;
+  }
   try {
+    folio::prepare_threads_before_parallel_work(argv);
+    if (first == "help") {  // folio help CMD: as folio CMD --help
+      char help_flag[] = "--help";
+      char* help_argv[] = {argv[0], argv[2], help_flag};
+      folio::Arguments arguments(3, help_argv, 2);
+      return run_command(argv[2], arguments);
+    }
     folio::Arguments arguments(argc, argv, 2);
-    if (command == "train") return folio::train_command(arguments);
-    if (command == "eval") return folio::eval_command(arguments);
-    if (command == "sample") return folio::sample_command(arguments);
-    if (command == "bench") return folio::bench_command(arguments);
-    if (command == "plot") return folio::plot_command(arguments);
-    if (command == "info") return folio::info_command(arguments);
-    if (command == "tokenize") return folio::tokenize_command(arguments);
-    if (command == "tokenizer") return folio::tokenizer_command(arguments);
-    if (command == "prepare") return folio::prepare_command(arguments);
-    throw folio::UsageError("unknown command '" + command +
-                            "': use train, eval, sample, bench, plot, info, tokenize, tokenizer or prepare");
+    return run_command(first, arguments);
   } catch (const folio::UsageError& error) {
-    std::fprintf(stderr, "folio: error: %s\n", error.what());
+    print_error(error.what());
     return 2;
   } catch (const folio::Error& error) {
-    std::fprintf(stderr, "folio: error: %s\n", error.what());
+    print_error(error.what());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "folio: error: out of memory: use a smaller batch_size or model\n");

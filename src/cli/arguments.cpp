@@ -1,10 +1,11 @@
 #include "cli/arguments.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
-#include "core/error.h"
+#include "core/text_format.h"
 
 namespace folio {
 
@@ -22,6 +23,10 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
   return nearest_word(name, candidates);
 }
 
+std::string unknown_option(const std::string& name, const std::string& guess) {
+  return "unknown option --" + name + (guess.empty() ? "" : " (did you mean --" + guess + "?)");
+}
+
 }  // namespace
 
 Arguments::Arguments(int argc, char** argv, int first) {
@@ -35,72 +40,127 @@ Arguments::Arguments(int argc, char** argv, int first) {
     const std::string body = arg.substr(2);
     const auto equals = body.find('=');
     if (equals != std::string::npos) {
-      options_.emplace_back(body.substr(0, equals), body.substr(equals + 1));
+      options_.push_back({body.substr(0, equals), body.substr(equals + 1), true});
     } else if (i + 1 < argc && !looks_like_option(argv[i + 1])) {
-      options_.emplace_back(body, std::string(argv[++i]));
+      options_.push_back({body, std::string(argv[++i]), false});
     } else {
-      options_.emplace_back(body, std::nullopt);
+      options_.push_back({body, std::nullopt, false});
     }
   }
 }
 
 std::optional<std::string> Arguments::take(const std::string& name) {
   std::optional<std::string> value;
-  bool found = false;
+  bool found = false, missing = false;
   for (auto it = options_.begin(); it != options_.end();) {
-    if (it->first == name) {
-      if (!it->second) throw UsageError("--" + name + " needs a value (--" + name + "=VALUE)");
-      if (found && *value != *it->second)
-        throw UsageError("--" + name + " is given twice, as '" + *value + "' and as '" +
-                         *it->second + "': give it once");
-      value = it->second;
+    if (it->name == name) {
+      if (!it->value) {
+        missing = true;
+      } else if (value && *value != *it->value) {
+        problem("--" + name + " is given twice, as '" + *value + "' and as '" + *it->value +
+                "': give it once");
+      } else {
+        value = it->value;
+      }
       found = true;
       it = options_.erase(it);
     } else {
       ++it;
     }
   }
+  if (missing) problem("--" + name + " needs a value (--" + name + "=VALUE)");
   return found ? value : std::nullopt;
 }
 
 bool Arguments::take_flag(const std::string& name) {
   bool value = false;
-  for (auto it = options_.begin(); it != options_.end();) {
-    if (it->first == name) {
-      value = !it->second || *it->second == "true" || *it->second == "1";
-      if (it->second && !value && *it->second != "false" && *it->second != "0") {
-        // "--quiet something": the word was a positional, not the flag's value.
-        positionals_.push_back(*it->second);
-        value = true;
-      }
-      it = options_.erase(it);
-    } else {
-      ++it;
+  if (name == "help") {
+    const auto dash_h = std::find(positionals_.begin(), positionals_.end(), "-h");
+    if (dash_h != positionals_.end()) {
+      positionals_.erase(dash_h);
+      value = true;
     }
+  }
+  for (auto it = options_.begin(); it != options_.end();) {
+    if (it->name != name) {
+      ++it;
+      continue;
+    }
+    const std::optional<bool> word = it->value ? parse_bool_word(*it->value) : true;
+    if (word) {
+      value = *word;
+    } else if (!it->attached) {
+      // "--quiet something": the word was a positional, not the flag's value.
+      positionals_.push_back(*it->value);
+      value = true;
+    } else {
+      problem("--" + name + "='" + *it->value + "': --" + name + " takes " + kBooleanWords +
+              ", or nothing");
+    }
+    it = options_.erase(it);
   }
   return value;
 }
 
+bool Arguments::has(const std::string& name) const {
+  for (const Option& option : options_)
+    if (option.name == name) return true;
+  return false;
+}
+
+std::optional<long long> Arguments::take_int(const std::string& name, long long min,
+                                             long long max) {
+  const std::optional<std::string> text = take(name);
+  if (!text) return std::nullopt;
+  std::optional<long long> value;
+  collect([&] { value = parse_int_option(name, *text, min, max); });
+  return value;
+}
+
+std::optional<double> Arguments::take_double(const std::string& name, double min, double max) {
+  const std::optional<std::string> text = take(name);
+  if (!text) return std::nullopt;
+  std::optional<double> value;
+  collect([&] { value = parse_double_option(name, *text, min, max); });
+  return value;
+}
+
 void Arguments::apply_config_keys(Config& config, const std::vector<std::string>& command_options) {
-  for (const auto& [name, value] : options_) {
-    if (find_config_key(name) == nullptr) {
-      const std::string guess = nearest_name(name, command_options, true);
-      throw UsageError("unknown option --" + name +
-                       (guess.empty() ? "" : " (did you mean --" + guess + "?)") +
-                       "; `folio train --help` lists every config key");
+  for (const Option& option : options_) {
+    if (find_config_key(option.name) == nullptr) {
+      problem(unknown_option(option.name, nearest_name(option.name, command_options, true)) +
+              "; `folio train --help` lists every config key");
+      continue;
     }
-    if (!value) throw UsageError("--" + name + " needs a value (--" + name + "=VALUE)");
-    set_config_value(config, name, *value);
+    if (!option.value) {
+      problem("--" + option.name + " needs a value (--" + option.name + "=VALUE)");
+      continue;
+    }
+    collect([&] { set_config_value(config, option.name, *option.value); });
   }
   options_.clear();
 }
 
-void Arguments::expect_empty(const std::vector<std::string>& command_options) const {
-  if (options_.empty()) return;
-  const std::string& name = options_.front().first;
-  const std::string guess = nearest_name(name, command_options, false);
-  throw UsageError("unknown option --" + name +
-                   (guess.empty() ? "" : " (did you mean --" + guess + "?)"));
+void Arguments::finish(const std::string& command, const std::vector<std::string>& command_options,
+                       bool positionals_allowed, const std::string& positional_hint) {
+  for (const Option& option : options_)
+    problem(unknown_option(option.name, nearest_name(option.name, command_options, false)) +
+            "; `folio " + command + " --help` lists its options");
+  options_.clear();
+  if (!positionals_allowed && !positionals_.empty()) {
+    std::string message = "unexpected argument '" + positionals_.front() + "': folio " + command +
+                          " takes no positional arguments";
+    if (!positional_hint.empty()) message += "; " + positional_hint;
+    problem(message);
+  }
+  throw_problems();
+}
+
+void Arguments::throw_problems() const {
+  if (problems_.empty()) return;
+  std::string all;
+  for (const std::string& message : problems_) all += (all.empty() ? "" : "\n") + message;
+  throw UsageError(all);
 }
 
 std::vector<std::string> Arguments::original_without(const std::string& name) const {
@@ -138,9 +198,18 @@ double parse_double_option(const std::string& name, const std::string& value, do
   if (value.empty() || *end != '\0' || !std::isfinite(parsed))
     throw UsageError("--" + name + ": '" + value + "' is not a number");
   if (parsed < min || parsed > max)
-    throw UsageError("--" + name + ": " + value + " is out of range [" + std::to_string(min) +
-                     ", " + std::to_string(max) + "]");
+    throw UsageError("--" + name + ": " + value + " is out of range [" + shortest_double(min) +
+                     ", " + shortest_double(max) + "]");
   return parsed;
+}
+
+std::optional<bool> parse_bool_word(const std::string& value) {
+  std::string lower = value;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
+  if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
+  return std::nullopt;
 }
 
 }  // namespace folio

@@ -164,17 +164,19 @@ int bench_command(Arguments& arguments) {
   }
   const std::string config_name = arguments.take("config").value_or("shakespeare_char");
   int steps = 10, warmup = 2;
-  if (auto v = arguments.take("steps")) steps = parse_int_option("steps", *v, 1, 1000000);
-  if (auto v = arguments.take("warmup")) warmup = parse_int_option("warmup", *v, 0, 1000000);
-  bool graph = true;
-  if (auto v = arguments.take("graph")) {
-    if (*v != "true" && *v != "false") throw UsageError("--graph takes true or false");
-    graph = *v == "true";
-  }
+  if (auto v = arguments.take_int("steps", 1, 1000000)) steps = static_cast<int>(*v);
+  if (auto v = arguments.take_int("warmup", 0, 1000000)) warmup = static_cast<int>(*v);
+  const bool graph = !arguments.has("graph") || arguments.take_flag("graph");
   const bool ladder = arguments.take_flag("ladder");
-  Config config = load_config(config_name);
-  arguments.apply_config_keys(config, {"config", "steps", "warmup", "graph", "ladder", "help"});
-  validate_config(config);
+  Config config;
+  arguments.collect([&] { config = load_config(config_name); });
+  const std::vector<std::string> bench_options = {"config", "steps",  "warmup",
+                                                  "graph",  "ladder", "help"};
+  arguments.apply_config_keys(config, bench_options);
+  arguments.finish("bench", bench_options, false,
+                   "the preset is named with --config NAME (e.g. --config tiny)");
+  arguments.collect([&] { validate_config(config); });
+  arguments.throw_problems();
   if (ladder) return run_ladder(config_name, config, steps, warmup);
 
   const BenchResult result =

@@ -1,18 +1,58 @@
 #include "cli/checkpoint_session.h"
 
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/fetch.h"
+#include "io/safetensors.h"
+
 namespace folio {
 
+namespace {
+
+// The text for a checkpoint that came without --data: the one it records (its config's data
+// key), or tiny-Shakespeare when it records none (fetched only now that the checkpoint has been
+// read and found sound).
+std::string recorded_data_path(const LoadedCheckpoint& checkpoint) {
+  const std::string& recorded = checkpoint.config.data;
+  if (recorded.empty()) return resolve_data_path("");
+  if (!std::filesystem::exists(recorded))
+    throw Error("checkpoint " + checkpoint.path + " was trained on " + recorded +
+                ", which is not there from this folder: pass --data FILE with that text");
+  return recorded;
+}
+
+}  // namespace
+
 CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std::string& data_path,
-                                  const Config& base_config) {
+                                  const Config& base_config, bool needs_data) {
   CheckpointSession session;
-  if (!data_path.empty()) session.data = load_text_dataset(data_path, base_config.train_fraction);
-  session.checkpoint = load_checkpoint(checkpoint_path, base_config,
-                                       session.data ? &session.data->vocabulary : nullptr);
-  if (session.data &&
-      session.data->vocabulary.symbols() != session.checkpoint.vocabulary.symbols()) {
-    // Encode the text with the model's own vocabulary (a character it lacks is an error).
-    session.data = load_text_dataset(data_path, session.checkpoint.config.train_fraction,
-                                     &session.checkpoint.vocabulary);
+  const SafetensorsFile file = SafetensorsFile::read(checkpoint_path);
+  session.data_path = data_path;
+  if (is_folio_checkpoint(file)) {
+    // The checkpoint first: it has its own vocabulary, and the text is read (or fetched) only
+    // once the checkpoint is known to be good.
+    session.checkpoint = load_checkpoint(file, base_config, nullptr);
+    if (session.data_path.empty() && needs_data)
+      session.data_path = recorded_data_path(session.checkpoint);
+    if (!session.data_path.empty())
+      session.data = load_text_dataset(session.data_path, session.checkpoint.config.train_fraction,
+                                       &session.checkpoint.vocabulary);
+  } else {
+    // A file from PyTorch carries no vocabulary: it comes from the text, fetched only for a
+    // file that looks like a model.
+    refuse_training_state(file);
+    if (session.data_path.empty() && needs_data) {
+      if (file.find("token_embedding_table.weight") == nullptr)
+        throw Error("checkpoint " + checkpoint_path +
+                    " has no folio metadata and no tensor "
+                    "token_embedding_table.weight: it is not a model folio can read");
+      session.data_path = resolve_data_path("");
+    }
+    if (!session.data_path.empty())
+      session.data = load_text_dataset(session.data_path, base_config.train_fraction);
+    session.checkpoint =
+        load_checkpoint(file, base_config, session.data ? &session.data->vocabulary : nullptr);
   }
   session.backend =
       make_backend(base_config.device, base_config.threads, {base_config.dtype, base_config.tf32});

@@ -7,28 +7,42 @@
 #include "cli/checkpoint_session.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "data/fetch.h"
 #include "data/batches.h"
-#include "train/evaluate.h"
 #include "progress/task_progress.h"
+#include "train/evaluate.h"
 
 namespace folio {
 
+namespace {
+
+constexpr const char* kEvalHelp =
+    "usage: folio eval --ckpt FILE [--data FILE.txt] [--batch_size N] [--device cpu|cuda|auto] "
+    "[--threads N] [--quiet]\n\n"
+    "Prints one JSON line, {\"block_size\":...,\"train_loss\":...,\"train_windows\":...,"
+    "\"val_loss\":...,\"val_windows\":...}:\nthe mean loss over all consecutive "
+    "non-overlapping block_size windows of each split, dropout off. Without --data the text is\n"
+    "the one the checkpoint was trained on (its recorded data path, or tiny-Shakespeare, fetched "
+    "if absent). Progress goes to stderr\nunless --quiet.\n";
+
+}  // namespace
+
 int eval_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
-    std::cout << "usage: folio eval --ckpt FILE [--data FILE.txt] [--batch_size N] "
-                 "[--device cpu|cuda|auto] [--threads N] [--quiet]\n\n"
-                 "Prints {\"train_loss\": ..., \"val_loss\": ...}: the mean loss over all "
-                 "consecutive non-overlapping block_size windows of each split, dropout off.\n";
+    std::cout << kEvalHelp;
     return 0;
   }
   const auto checkpoint_path = arguments.take("ckpt");
-  if (!checkpoint_path) throw UsageError("folio eval needs --ckpt FILE");
+  if (!checkpoint_path) arguments.problem("folio eval needs --ckpt FILE");
   const bool quiet = arguments.take_flag("quiet");
   Config base;
-  arguments.apply_config_keys(base, {"ckpt", "quiet", "help"});
-  const std::string data_path = resolve_data_path(base.data);
-  CheckpointSession session = open_checkpoint(*checkpoint_path, data_path, base);
+  const std::vector<std::string> eval_options = {"ckpt", "quiet", "help"};
+  arguments.apply_config_keys(base, eval_options);
+  const std::string stray = arguments.positionals().empty() ? "" : arguments.positionals().front();
+  arguments.finish("eval", eval_options, false,
+                   "name the checkpoint with --ckpt " + stray + " and the text with --data FILE");
+  CheckpointSession session =
+      open_checkpoint(*checkpoint_path, base.data, base, /*needs_data=*/true);
+  const std::string& data_path = session.data_path;
   const Config& config = session.checkpoint.config;
   check_dataset_fits(*session.data, config.block_size);
   const int batch_size = base.batch_size;

@@ -24,12 +24,17 @@ int info_command(Arguments& arguments) {
   const bool as_json = arguments.take_flag("json");
   std::optional<std::string> path = arguments.take("ckpt");
   Config base;
-  arguments.apply_config_keys(base, {"ckpt", "json", "help"});
-  for (const std::string& positional : arguments.positionals()) {
-    if (path) throw UsageError("folio info takes one checkpoint; '" + positional + "' is a second");
-    path = positional;
+  const std::vector<std::string> info_options = {"ckpt", "json", "help"};
+  arguments.apply_config_keys(base, info_options);
+  const std::vector<std::string>& positionals = arguments.positionals();
+  for (size_t i = 0; i < positionals.size(); ++i) {
+    if (!path)
+      path = positionals[i];
+    else
+      arguments.problem("folio info takes one checkpoint; '" + positionals[i] + "' is another");
   }
-  if (!path) throw UsageError("folio info needs a checkpoint: folio info out/ckpt.safetensors");
+  if (!path) arguments.problem("folio info needs a checkpoint: folio info out/ckpt.safetensors");
+  arguments.finish("info", info_options, /*positionals_allowed=*/true);
 
   std::optional<TextDataset> data;
   if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);

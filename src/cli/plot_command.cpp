@@ -33,9 +33,8 @@ int plot_command(Arguments& arguments) {
   std::optional<std::string> output = arguments.take("output");
   if (auto o = arguments.take("o")) output = o;
   int width = 960, height = 640;
-  if (auto v = arguments.take("width")) width = parse_int_option("width", *v, 200, 10000);
-  if (auto v = arguments.take("height")) height = parse_int_option("height", *v, 150, 10000);
-  arguments.expect_empty({"output", "o", "width", "height", "help"});
+  if (auto v = arguments.take_int("width", 200, 10000)) width = *v;
+  if (auto v = arguments.take_int("height", 150, 10000)) height = *v;
 
   // The short form "-o FILE" arrives among the positionals (options start with "--").
   std::vector<std::string> runs;
@@ -45,11 +44,15 @@ int plot_command(Arguments& arguments) {
       runs.push_back(positionals[i]);
       continue;
     }
-    if (i + 1 == positionals.size()) throw UsageError("-o needs a file name (-o FILE.png)");
-    output = positionals[++i];
+    if (i + 1 == positionals.size())
+      arguments.problem("-o needs a file name (-o FILE.png)");
+    else
+      output = positionals[++i];
   }
   if (runs.empty())
-    throw UsageError("folio plot needs a RUN_DIR: the out_dir of a folio train run");
+    arguments.problem("folio plot needs a RUN_DIR: the out_dir of a folio train run");
+  arguments.finish("plot", {"output", "o", "width", "height", "help"},
+                   /*positionals_allowed=*/true);
   const std::string path =
       output.value_or(runs.size() == 1 ? (std::filesystem::path(runs[0]) / "loss.png").string()
                                        : std::string("loss.png"));

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/checkpoint_session.h"
@@ -30,10 +31,8 @@ constexpr const char* kSampleHelp =
     "--data is needed only for checkpoints written by PyTorch, which carry no vocabulary.\n";
 
 // The prompt's bytes: --prompt's text, or --prompt_file's contents.
-std::string prompt_bytes(Arguments& arguments, std::string* origin) {
-  const std::optional<std::string> text = arguments.take("prompt");
-  const std::optional<std::string> file = arguments.take("prompt_file");
-  if (text && file) throw UsageError("give --prompt or --prompt_file, not both");
+std::string prompt_bytes(const std::optional<std::string>& text,
+                         const std::optional<std::string>& file, std::string* origin) {
   if (!file) {
     *origin = "--prompt";
     return text.value_or("");
@@ -54,36 +53,41 @@ int sample_command(Arguments& arguments) {
     return 0;
   }
   const auto checkpoint_path = arguments.take("ckpt");
-  if (!checkpoint_path) throw UsageError("folio sample needs --ckpt FILE");
-  std::string prompt_origin;
-  const std::string prompt = prompt_bytes(arguments, &prompt_origin);
+  if (!checkpoint_path) arguments.problem("folio sample needs --ckpt FILE");
+  const std::optional<std::string> prompt_text = arguments.take("prompt");
+  const std::optional<std::string> prompt_file = arguments.take("prompt_file");
+  if (prompt_text && prompt_file) arguments.problem("give --prompt or --prompt_file, not both");
   SamplingOptions options;
-  if (auto v = arguments.take("max_new_tokens"))
-    options.max_new_tokens = parse_int_option("max_new_tokens", *v, 0, 1 << 30);
-  if (auto v = arguments.take("temperature"))
-    options.temperature = parse_double_option("temperature", *v, 0.0, 1e6);
-  if (auto v = arguments.take("top_k")) options.top_k = parse_int_option("top_k", *v, 0, 1 << 30);
-  if (auto v = arguments.take("top_p")) options.top_p = parse_double_option("top_p", *v, 0.0, 1.0);
-  if (options.top_p <= 0.0) throw UsageError("--top_p must be above 0 (1 keeps every token)");
+  if (auto v = arguments.take_int("max_new_tokens", 0, 1 << 30)) options.max_new_tokens = *v;
+  if (auto v = arguments.take_double("temperature", 0.0, 1e6)) options.temperature = *v;
+  if (auto v = arguments.take_int("top_k", 0, 1 << 30)) options.top_k = *v;
+  if (auto v = arguments.take_double("top_p", 0.0, 1.0)) {
+    options.top_p = *v;
+    if (options.top_p <= 0.0) arguments.problem("--top_p must be above 0 (1 keeps every token)");
+  }
   int num_samples = 1;
-  if (auto v = arguments.take("num_samples"))
-    num_samples = parse_int_option("num_samples", *v, 1, 1 << 20);
+  if (auto v = arguments.take_int("num_samples", 1, 1 << 20)) num_samples = *v;
   const bool quiet = arguments.take_flag("quiet");
   Config base;
   const std::string seed_text = arguments.take("seed").value_or("1337");
-  set_config_value(base, "seed", seed_text);
+  arguments.collect([&] { set_config_value(base, "seed", seed_text); });
   options.seed = base.seed;
-  arguments.apply_config_keys(base, {"ckpt", "prompt", "prompt_file", "max_new_tokens",
-                                     "temperature", "top_k", "top_p", "num_samples", "seed",
-                                     "quiet", "help"});
+  const std::vector<std::string> sample_options = {
+      "ckpt",  "prompt",      "prompt_file", "max_new_tokens", "temperature", "top_k",
+      "top_p", "num_samples", "seed",        "quiet",          "help"};
+  arguments.apply_config_keys(base, sample_options);
+  const std::string stray = arguments.positionals().empty() ? "" : arguments.positionals().front();
+  arguments.finish("sample", sample_options, false,
+                   "to start the text from it, pass --prompt '" + stray + "'");
+  std::string prompt_origin;
+  const std::string prompt = prompt_bytes(prompt_text, prompt_file, &prompt_origin);
 
   CheckpointSession session = open_checkpoint(*checkpoint_path, base.data, base);
   const Vocabulary& vocabulary = session.checkpoint.vocabulary;
   Utf8Problem problem;
-  const auto prompt_text = decode_utf8(prompt, &problem, /*translate_newlines=*/false);
-  if (!prompt_text)
-    throw Error(prompt_origin + " is not valid UTF-8 (" + problem.what + ")");
-  const std::vector<int32_t> context = vocabulary.encode(*prompt_text, prompt_origin);
+  const auto decoded_prompt = decode_utf8(prompt, &problem, /*translate_newlines=*/false);
+  if (!decoded_prompt) throw Error(prompt_origin + " is not valid UTF-8 (" + problem.what + ")");
+  const std::vector<int32_t> context = vocabulary.encode(*decoded_prompt, prompt_origin);
 
   const auto start = std::chrono::steady_clock::now();
   long long generated = 0;

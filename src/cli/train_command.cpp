@@ -2,12 +2,14 @@
 //             [--resume DIR] [--nproc N|auto] [--KEY=VALUE ...]
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/thread_budget.h"
 #include "config/presets.h"
 #include "core/error.h"
 #include "data/fetch.h"
@@ -15,11 +17,11 @@
 #include "distributed/launch_environment.h"
 #include "distributed/local_ranks.h"
 #include "distributed/make_communicator.h"
-#include "progress/status_line.h"
-#include "train/stop_signal.h"
-#include "progress/task_progress.h"
-#include "train/trainer.h"
 #include "io/training_state.h"
+#include "progress/status_line.h"
+#include "progress/task_progress.h"
+#include "train/stop_signal.h"
+#include "train/trainer.h"
 
 namespace folio {
 
@@ -49,6 +51,22 @@ void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
 int cores_available() {
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+// What `--resume DIR` says when the run has no steps left: it finished, or --max_iters asks for
+// no more steps than it has done.
+std::string nothing_left_to_train(const TrainingState& state, const Config& config,
+                                  const std::string& run_dir) {
+  const std::string done = std::to_string(state.steps_done);
+  std::string text = "nothing to do: the run in " + run_dir + " has done " + done + " steps";
+  if (config.max_iters == state.config.max_iters)
+    text += ", all of its max_iters (finished)";
+  else
+    text += ", and --max_iters " + std::to_string(config.max_iters) + " asks for no more";
+  text += "; to train further pass --max_iters above " + done;
+  const std::string model = (std::filesystem::path(run_dir) / "ckpt.safetensors").string();
+  if (std::filesystem::exists(model)) text += " (the model is in " + model + ")";
+  return text + "\n";
 }
 
 }  // namespace
@@ -112,12 +130,17 @@ int train_command(Arguments& arguments) {
     return 0;
   }
   const LaunchEnvironment env = detect_launch_environment();
-  if (auto nproc = arguments.take("nproc")) {
+  if (arguments.has("nproc")) {
     // auto: one rank per GPU, as the seed's "We have 2 GPUs! Using 2 GPUs"; one on a CPU.
-    const int count = *nproc == "auto" ? std::max(1, visible_gpu_count())
-                                       : parse_int_option("nproc", *nproc, 1, 1024);
+    const std::string nproc = arguments.take("nproc").value_or("1");
+    int count = 1;
+    if (nproc == "auto")
+      count = std::max(1, visible_gpu_count());
+    else
+      arguments.collect([&] { count = parse_int_option("nproc", nproc, 1, 1024); });
     if (count > 1 && !env.distributed()) {
       // Become the launcher: the ranks are copies of this command without --nproc.
+      arguments.throw_problems();
       return run_local_ranks(count, arguments.original_without("nproc"),
                              std::max(1, cores_available() / count));
     }
@@ -131,7 +154,8 @@ int train_command(Arguments& arguments) {
   std::optional<TrainingState> state;
   Config config;
   if (!resume_dir.empty()) {
-    if (arguments.take("config")) throw UsageError("--resume takes the config of the run it resumes; drop --config");
+    if (arguments.take("config"))
+      arguments.problem("--resume takes the config of the run it resumes; drop --config");
     state = load_training_state(training_state_path(resume_dir));
     config = state->config;
     config.out_dir = resume_dir;
@@ -140,20 +164,25 @@ int train_command(Arguments& arguments) {
     for (const ConfigKey& key : config_keys())
       if (get_config_value(before, key) != get_config_value(config, key) &&
           !may_change_on_resume(key))
-        throw UsageError(std::string("--resume continues a run exactly, so --") + key.name +
-                         " cannot change; start a new run with --init_from " + resume_dir +
-                         "/ckpt.safetensors instead");
+        arguments.problem(std::string("--resume continues a run exactly, so --") + key.name +
+                          " cannot change; start a new run with --init_from " + resume_dir +
+                          "/ckpt.safetensors instead");
   } else {
-    config = load_config(arguments.take("config").value_or("shakespeare_char"));
+    arguments.collect(
+        [&] { config = load_config(arguments.take("config").value_or("shakespeare_char")); });
     arguments.apply_config_keys(config, kTrainOptions);
   }
-  if (!arguments.positionals().empty())
-    throw UsageError("unexpected argument '" + arguments.positionals().front() +
-                     "': options are written --key=value");
+  arguments.finish("train", kTrainOptions, false,
+                   "options are written --key=value (the text is --data FILE)");
   apply_sagemaker_channels(config, env);
-  validate_config(config);
+  arguments.collect([&] { validate_config(config); });
+  arguments.throw_problems();
   if (print_config) {
     std::cout << config_to_text(config);
+    return 0;
+  }
+  if (state && state->steps_done >= config.max_iters) {
+    if (env.rank == 0) std::cout << nothing_left_to_train(*state, config, resume_dir);
     return 0;
   }
 
@@ -165,6 +194,12 @@ int train_command(Arguments& arguments) {
                         [&](double fraction) { preparing.set_done(fraction); });
   preparing.finish();
   check_dataset_fits(data, config.block_size);
+  if (data.vocabulary.size() == 1 && env.rank == 0)
+    std::fprintf(stderr,
+                 "folio: warning: %s holds only one distinct character, so there is "
+                 "nothing to learn: the model will predict it every time and the loss fall to 0; "
+                 "train on a text with more than one character\n",
+                 data_path.c_str());
   if (state && data.file_sha256 != state->data_sha256)
     throw Error("the text in " + data_path + " differs from the one the resumed run trained on "
                 "(sha256 " + data.file_sha256.substr(0, 12) + "... vs " +
@@ -174,10 +209,12 @@ int train_command(Arguments& arguments) {
   backend_options.dtype = config.dtype;
   backend_options.tf32 = config.tf32;
   backend_options.device_index = env.local_rank;  // one GPU per rank of this machine
-  std::unique_ptr<Backend> backend = make_backend(config.device, config.threads, backend_options);
+  std::unique_ptr<Backend> backend =
+      make_backend(config.device, threads_for_rank(config.threads), backend_options);
   std::unique_ptr<Communicator> communicator =
       make_communicator(env, config.dist_timeout, *backend);
-  install_stop_handlers();
+  install_stop_handlers(config.out_dir);
+  if (state) note_state_saved(state->steps_done);
   TrainOptions options;
   options.init_from = init_from;
   options.resume = state ? &*state : nullptr;

@@ -47,7 +47,7 @@ std::string accepted_values(const ConfigKey& key) {
     case 0: return "an integer in " + range_text(key);
     case 1: return "an integer in [0, 2^64 - 1]";
     case 2: return "a number in " + range_text(key);
-    case 3: return "true or false";
+    case 3: return "true or false (also 1/0, yes/no, on/off)";
     default: return "any text";
   }
 }

@@ -220,7 +220,9 @@ const std::vector<ConfigKey>& config_keys() {
        .group = "eval",
        .scope = ConfigScope::kRun,
        .member = &Config::log_interval,
-       .help = "print a progress line every this many steps; 0 turns it off",
+       .help =
+           "measure the loss and write a metrics.jsonl record every this many steps (the status "
+           "line shows the latest; piped output prints at most one line per 10 s); 0 turns it off",
        .max = kIntMax},
       {.name = "sample_tokens",
        .group = "eval",

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/sha256.h"
@@ -24,13 +25,21 @@ std::string resolve_data_path(const std::string& configured) {
 
 void download_checked(const std::string& url, const std::string& sha256, const std::string& path,
                       const std::string& instead) {
+  // The folders this fetch creates, outermost first: a failed fetch removes them again.
+  std::vector<std::filesystem::path> created;
+  for (std::filesystem::path folder = std::filesystem::path(path).parent_path();
+       !folder.empty() && !std::filesystem::exists(folder); folder = folder.parent_path())
+    created.insert(created.begin(), folder);
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   const std::string partial = path + ".download";
   const std::string command =
       "curl -fsSL --max-time 120 -o '" + partial + "' '" + url + "' 2>/dev/null";
   const int status = std::system(command.c_str());
   const auto failed = [&](const std::string& why) {
-    std::filesystem::remove(partial);
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    for (auto folder = created.rbegin(); folder != created.rend(); ++folder)
+      std::filesystem::remove(*folder, ignored);  // only if still empty
     return Error(why + ": " + instead);
   };
   if (status != 0)

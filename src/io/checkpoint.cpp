@@ -1,6 +1,7 @@
 #include "io/checkpoint.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,12 @@
 namespace folio {
 
 namespace {
+
+// The out_dir a training state was written in, as `--resume` takes it.
+std::string run_folder_of(const std::string& state_path) {
+  const std::string folder = std::filesystem::path(state_path).parent_path().string();
+  return folder.empty() ? "." : folder;
+}
 
 // The structure of a metadata-less file, read off its tensor names and shapes. Each value goes
 // through the key table, so a hostile shape meets the same range checks as a typed flag.
@@ -87,6 +94,19 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
   write_safetensors(path, tensors, metadata);
 }
 
+void refuse_training_state(const SafetensorsFile& file) {
+  const auto format = file.metadata().find("format");
+  if (format != file.metadata().end() && format->second == kTrainingStateFormat)
+    throw Error(file.path() + " is folio's training state, for `folio train --resume " +
+                run_folder_of(file.path()) +
+                "`, not a model checkpoint: use ckpt.safetensors from the same folder");
+}
+
+bool is_folio_checkpoint(const SafetensorsFile& file) {
+  const auto format = file.metadata().find("format");
+  return format != file.metadata().end() && format->second == kCheckpointFormat;
+}
+
 LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
                                  const Vocabulary* data_vocabulary) {
   return load_checkpoint(SafetensorsFile::read(path), base_config, data_vocabulary);
@@ -107,6 +127,7 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
     result.train_loss = metadata.number_or<double>("train_loss", -1);
     result.val_loss = metadata.number_or<double>("val_loss", -1);
   } else {
+    refuse_training_state(file);
     if (data_vocabulary == nullptr)
       throw Error("checkpoint " + path +
                   " was not written by folio, so it carries no vocabulary: pass --data FILE "

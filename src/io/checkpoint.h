@@ -34,6 +34,11 @@ struct LoadedCheckpoint {
   std::string data_sha256;
 };
 
+// Throws when `file` is folio's training state (state.safetensors), naming the checkpoint to use.
+void refuse_training_state(const SafetensorsFile& file);
+// True for a model checkpoint written by folio (which carries its config and vocabulary).
+bool is_folio_checkpoint(const SafetensorsFile& file);
+
 // Writes atomically (see write_safetensors); a failure leaves the previous file intact.
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
                      const Vocabulary& vocabulary, int64_t step, double train_loss,

@@ -40,6 +40,7 @@ TrainingProgress::~TrainingProgress() { output_.keep(); }
 
 void TrainingProgress::step_done(const StepReport& report) {
   last_.step = report.step;
+  if (std::isfinite(report.loss)) measured_step_ = report.step;
   carry_forward(last_.loss, report.loss);
   carry_forward(last_.learning_rate, report.learning_rate);
   carry_forward(last_.ms_per_step, report.ms_per_step);
@@ -84,7 +85,7 @@ void TrainingProgress::finish() {
   if (!shows_progress() || last_.step <= settings_.first_step) return;
   const double now = clock_();
   if (output_.is_terminal()) {
-    output_.show(status_text(now));
+    output_.show(status_text(now, /*name_stale_figures=*/true));
     output_.keep();
   } else if (last_plain_step_ != last_.step) {
     print_plain(now);
@@ -98,7 +99,14 @@ double TrainingProgress::eta_seconds(double now) const {
          static_cast<double>(settings_.total_steps - last_.step);
 }
 
-std::string TrainingProgress::status_text(double now) const {
+// The step whose figures (loss, speed) are shown, when it is not the latest step: after a
+// stop or at a last step that was not a log_interval step, the figures are older than the step.
+std::string TrainingProgress::stale_figures_note() const {
+  if (measured_step_ < 0 || measured_step_ == last_.step) return "";
+  return " (step " + std::to_string(measured_step_) + ")";
+}
+
+std::string TrainingProgress::status_text(double now, bool name_stale_figures) const {
   const std::string total = std::to_string(settings_.total_steps);
   std::string step = std::to_string(last_.step);
   step.insert(0, total.size() > step.size() ? total.size() - step.size() : 0, ' ');
@@ -109,7 +117,9 @@ std::string TrainingProgress::status_text(double now) const {
 
   // Importance decides what stays on a narrow terminal: loss, then the time left, then val.
   std::vector<StatusField> fields;
-  if (std::isfinite(last_.loss)) fields.push_back({"loss " + fixed(last_.loss, 4), 6});
+  if (std::isfinite(last_.loss))
+    fields.push_back(
+        {"loss " + fixed(last_.loss, 4) + (name_stale_figures ? stale_figures_note() : ""), 6});
   if (std::isfinite(last_val_loss_)) fields.push_back({"val " + fixed(last_val_loss_, 4), 4});
   if (std::isfinite(last_.ms_per_step))
     fields.push_back({fixed(last_.ms_per_step, 1) + " ms/step", 2});
@@ -136,8 +146,13 @@ std::string TrainingProgress::plain_text(double now) const {
     parts.push_back("done in " + format_duration(now - start_seconds_));
   else
     parts.push_back("ETA " + format_duration(eta_seconds(now)));
+  // Plain lines are printed at measured steps; only the last one (finish()) may be later.
+  const std::string figures_of =
+      stale_figures_note().empty()
+          ? ""
+          : " (loss and speed of step " + std::to_string(measured_step_) + ")";
   return "iter " + std::to_string(last_.step) + "/" + std::to_string(settings_.total_steps) +
-         ": " + join(parts, ", ");
+         figures_of + ": " + join(parts, ", ");
 }
 
 void TrainingProgress::print_plain(double now) {

@@ -73,7 +73,8 @@ class TrainingProgress {
  private:
   bool shows_progress() const { return settings_.is_printer && !settings_.quiet; }
   double eta_seconds(double now) const;
-  std::string status_text(double now) const;
+  std::string stale_figures_note() const;
+  std::string status_text(double now, bool name_stale_figures = false) const;
   std::string plain_text(double now) const;
   void print_plain(double now);
 
@@ -82,6 +83,7 @@ class TrainingProgress {
   SecondsClock clock_;
   double start_seconds_;
   StepReport last_;  // the latest report, the last measured values carried forward
+  int64_t measured_step_ = -1;  // the step whose loss (and speed) last_ shows
   double last_val_loss_ = kNotMeasured;
   double last_draw_seconds_ = -std::numeric_limits<double>::infinity();
   double last_plain_seconds_ = -std::numeric_limits<double>::infinity();

@@ -12,11 +12,55 @@ namespace folio {
 namespace {
 
 std::atomic<int> signals_seen{0};
+// What the second signal's message names (written outside the handler, read inside it).
+char run_folder[4096] = ".";
+std::atomic<int64_t> state_saved_at{-1}, checkpoint_saved_at{-1};
 
 void write_text(const char* text) {
   size_t length = 0;
   while (text[length] != '\0') ++length;
   [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, text, length);
+}
+
+// A number in decimal, with only async-signal-safe calls.
+void write_number(int64_t value) {
+  char digits[24];
+  int length = 0;
+  do digits[length++] = static_cast<char>('0' + value % 10), value /= 10;
+  while (value > 0);
+  char text[24];
+  for (int i = 0; i < length; ++i) text[i] = digits[length - 1 - i];
+  text[length] = '\0';
+  write_text(text);
+}
+
+// The second signal: no time to save, so say what the disk holds.
+void say_what_is_saved() {
+  const int64_t state = state_saved_at.load(), checkpoint = checkpoint_saved_at.load();
+  write_text("\nfolio: stopped at once by a second signal: the steps since the last save are lost");
+  if (state < 0 && checkpoint < 0) {
+    write_text("; this run saved nothing (no training state, no checkpoint)\n");
+    return;
+  }
+  if (state >= 0) {
+    write_text("; the training state after step ");
+    write_number(state);
+    write_text(" is in ");
+    write_text(run_folder);
+    write_text("/state.safetensors (continue with `folio train --resume ");
+    write_text(run_folder);
+    write_text("`)");
+  } else {
+    write_text("; no training state was saved, so the run cannot be resumed");
+  }
+  if (checkpoint >= 0) {
+    write_text("; the best model, of step ");
+    write_number(checkpoint);
+    write_text(", is in ");
+    write_text(run_folder);
+    write_text("/ckpt.safetensors");
+  }
+  write_text("\n");
 }
 
 void on_stop_signal(int signal_number) {
@@ -44,13 +88,17 @@ void on_stop_signal(int signal_number) {
     }
     return;
   }
-  ::signal(signal_number, SIG_DFL);
-  ::raise(signal_number);
+  if (rank_for_messages() <= 0) say_what_is_saved();
+  ::_exit(128 + signal_number);
 }
 
 }  // namespace
 
-void install_stop_handlers() {
+void install_stop_handlers(const std::string& out_dir) {
+  if (out_dir.size() < sizeof(run_folder)) {
+    out_dir.copy(run_folder, out_dir.size());
+    run_folder[out_dir.size()] = '\0';
+  }
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
@@ -61,6 +109,14 @@ void install_stop_handlers() {
 
 bool stop_requested() {
   return signals_seen.load() > 0;
+}
+
+void note_state_saved(int64_t steps_done) {
+  state_saved_at.store(steps_done);
+}
+
+void note_checkpoint_saved(int64_t step) {
+  checkpoint_saved_at.store(step);
 }
 
 }  // namespace folio

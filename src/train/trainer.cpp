@@ -22,6 +22,7 @@
 #include "optim/lr_schedule.h"
 #include "progress/progress.h"
 #include "train/evaluate.h"
+#include "train/init_from_check.h"
 #include "train/mfu.h"
 #include "train/stop_signal.h"
 #include "train/training_step.h"
@@ -175,10 +176,9 @@ void Trainer::start_from_parameters() {
   if (!options_.init_from.empty()) {
     const LoadedCheckpoint checkpoint =
         load_checkpoint(options_.init_from, config_, &data_.vocabulary);
-    if (checkpoint.parameters.size() != model_.parameter_count() ||
-        checkpoint.vocabulary.symbols() != data_.vocabulary.symbols())
-      throw Error("--init_from " + options_.init_from +
-                  ": its structure or vocabulary differs from this run's config and data");
+    const std::string mismatch = init_from_mismatch(checkpoint, model_.shape(), data_.vocabulary);
+    if (!mismatch.empty() || checkpoint.parameters.size() != model_.parameter_count())
+      throw Error("--init_from " + options_.init_from + " does not fit this run: " + mismatch);
     model_.write_parameters(checkpoint.parameters);
   } else {
     model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init);
@@ -264,6 +264,7 @@ bool Trainer::evaluate_and_checkpoint(int step) {
     if (is_root()) {
       const std::string path = run_directory_.checkpoint_path();
       save_checkpoint(path, model_, config_, data_.vocabulary, step, losses->train, losses->val);
+      note_checkpoint_saved(step);
       progress_->line("step " + std::to_string(step) + ": val loss improved, saved " + path);
     }
   }
@@ -381,9 +382,15 @@ void Trainer::print_summary() {
         run_directory_.state_path().c_str(), config_.out_dir.c_str());
   } else {
     print_sample("after", 1);
-    std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
-                static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
-                run_directory_.checkpoint_path().c_str());
+    if (std::isinf(best_val_loss_))  // no evaluation ran (max_iters 0): no checkpoint
+      std::printf("trained %lld steps in %.1f s; no evaluation ran, so no checkpoint was "
+                  "written (the training state is in %s)\n",
+                  static_cast<long long>(result_.steps_done), result_.seconds,
+                  run_directory_.state_path().c_str());
+    else
+      std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
+                  static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
+                  run_directory_.checkpoint_path().c_str());
   }
   std::fflush(stdout);
 }
@@ -410,6 +417,7 @@ void Trainer::save_state(int64_t steps_done) {
       throw Error("refusing to write " + run_directory_.state_path() +
                   ": the parameters hold a non-finite value");
   save_training_state(run_directory_.state_path(), state);
+  note_state_saved(steps_done);
 }
 
 bool Trainer::stop_agreed() {

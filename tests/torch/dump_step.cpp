@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
     const std::string out_dir = arguments.take("out").value_or("");
     Config c = load_config(arguments.take("config").value_or("shakespeare_char"));
     arguments.apply_config_keys(c, {"out", "config"});
+    arguments.finish("torch_dump", {"out", "config"});
     validate_config(c);
     if (out_dir.empty()) throw Error("--out DIR is required");
     std::filesystem::create_directories(out_dir);

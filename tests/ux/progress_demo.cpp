@@ -33,7 +33,7 @@ int run_demo(folio::Arguments& arguments) {
   const bool quiet = arguments.take_flag("quiet");
   DemoClock clock;
   clock.real_time = arguments.take_flag("real_time");
-  arguments.expect_empty({"steps", "quiet", "real_time"});
+  arguments.finish("progress_demo", {"steps", "quiet", "real_time"});
   const folio::SecondsClock seconds = [&clock] { return clock.now; };
 
   {

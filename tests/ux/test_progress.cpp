@@ -188,6 +188,30 @@ TEST(TrainingProgress, FinishPrintsAnUnprintedLastStep) {
   EXPECT_NE(out.str().find("iter 2/100: loss 2.5000"), std::string::npos) << out.str();
 }
 
+// A run stopped (Ctrl-C) at step 37 whose loss was last measured at step 30: the last line
+// names step 37 and says its figures are step 30's, on a terminal and in plain lines.
+TEST(TrainingProgress, AStoppedRunsLastLineSaysWhichStepItsFiguresAreOf) {
+  for (bool is_terminal : {true, false}) {
+    std::ostringstream out;
+    FakeClock clock;
+    TrainingProgress progress({.total_steps = 100},
+                              StatusLine(out, TerminalTraits{is_terminal, 160, false}),
+                              clock.function());
+    for (int64_t step = 1; step <= 37; ++step) {
+      clock.now += 20;  // every measured step is due a plain line
+      if (step % 10 == 0) progress.step_done(measured_step(step, 4.0 - step * 0.01));
+      else progress.step_done({.step = step});
+    }
+    progress.finish();
+    const std::string last = screen(out.str()).back();
+    const std::string step_text = is_terminal ? " 37/100 " : "iter 37/100 ";
+    EXPECT_NE(last.find(step_text), std::string::npos) << last;
+    EXPECT_NE(last.find("3.7000"), std::string::npos) << last;
+    EXPECT_NE(last.find("step 30"), std::string::npos)
+        << "step 30's loss shown under step 37 without saying so: " << last;
+  }
+}
+
 TEST(TrainingProgress, QuietPrintsNoProgressButStillTheResults) {
   for (bool is_terminal : {true, false}) {
     std::ostringstream out;

@@ -1,0 +1,66 @@
+#include "cli/thread_budget.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <stdlib.h>  // getloadavg
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace folio {
+
+namespace {
+
+// A positive count from the environment, or 0. SLURM writes "2(x3)" for 2 tasks on 3 nodes.
+int count_from(const char* variable) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr) return 0;
+  const int value = std::atoi(text);
+  return value > 0 ? value : 0;
+}
+
+int online_cores() {
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+int cores_in_affinity_mask() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return online_cores();
+}
+
+}  // namespace
+
+int local_rank_count() {
+  // `folio train --nproc N` starts all N ranks on this machine.
+  if (std::getenv("FOLIO_NPROC_LAUNCHER") != nullptr) return std::max(1, count_from("WORLD_SIZE"));
+  for (const char* variable : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                               "SLURM_NTASKS_PER_NODE"})
+    if (const int count = count_from(variable)) return count;
+  return 1;
+}
+
+int threads_for_rank(int configured) {
+  if (configured > 0) return configured;
+  const int cores = cores_in_affinity_mask();
+  // A launcher that binds each rank (mpirun --bind-to core) has already divided the machine.
+  if (cores < online_cores()) return cores;
+  return std::max(1, cores / local_rank_count());
+}
+
+bool machine_is_busy() {
+  double load = 0;
+  return ::getloadavg(&load, 1) == 1 && load >= online_cores();
+}
+
+void prepare_threads_before_parallel_work(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;  // the user's choice, or done already
+  if (local_rank_count() <= 1 && !machine_is_busy()) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);
+  // Could not run itself again (no /proc): go on spinning, which is slower but correct.
+}
+
+}  // namespace folio
