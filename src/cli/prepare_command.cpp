@@ -81,8 +81,8 @@ int prepare_command(Arguments& arguments) {
   const std::optional<std::string> val_text = arguments.take("val_fraction");
   const std::optional<std::string> shard_text = arguments.take("shard_tokens");
   const std::optional<std::string> threads_text = arguments.take("threads");
-  arguments.expect_empty(
-      {"data", "tokenizer", "out", "val_fraction", "shard_tokens", "threads", "help"});
+  arguments.finish("prepare",
+                   {"data", "tokenizer", "out", "val_fraction", "shard_tokens", "threads", "help"});
   if (!data || !spec || !out)
     throw UsageError("folio prepare needs --data FILE|DIR --tokenizer gpt2|FILE|DIR --out DIR");
   const double val_fraction =

@@ -49,7 +49,7 @@ int tokenize_command(Arguments& arguments) {
   const std::optional<std::string> data = arguments.take("data");
   const bool decode = arguments.take_flag("decode");
   const std::optional<std::string> threads_text = arguments.take("threads");
-  arguments.expect_empty({"tokenizer", "data", "decode", "threads", "help"});
+  arguments.finish("tokenize", {"tokenizer", "data", "decode", "threads", "help"});
   if (!arguments.positionals().empty())
     throw UsageError("folio tokenize takes no positional arguments ('" +
                      arguments.positionals()[0] + "'): pass the text with --data FILE or on stdin");
