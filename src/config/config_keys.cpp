@@ -111,9 +111,9 @@ const std::vector<ConfigKey>& config_keys() {
       {"device", "run", &Config::device, "where to compute: auto picks a GPU when there is one",
        0, 0, false, "auto|cpu|cuda", false},
       {"dtype", "run", &Config::dtype,
-       "precision of the matrix products: auto is bf16 on a GPU and fp32 on the CPU; bf16 (GPU "
-       "only) rounds their operands to bf16 and accumulates in fp32, with fp32 master weights, "
-       "optimizer state and checkpoints",
+       "precision of the matrix products: auto is bf16 on a GPU and fp32 on the CPU; bf16 rounds "
+       "their operands to bf16 and accumulates in fp32, with fp32 master weights, optimizer "
+       "state and checkpoints (on a CPU without AVX512-BF16 or AMX it is slower than fp32)",
        0, 0, false, "auto|fp32|bf16", false},
       {"tf32", "run", &Config::tf32,
        "with dtype fp32 on a GPU, run the matrix products on TF32 tensor cores (faster, 10-bit "
