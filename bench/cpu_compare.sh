@@ -6,8 +6,9 @@
 # per-round figure, so a noisy moment on a shared machine hurts nobody; the speed-up is folio's
 # best dtype against PyTorch's best mode. Prints the README's table ("Performance on CPU"):
 #   bench/cpu_compare.sh [THREADS] [CONFIGS...]   (default: all cores; tiny baby shakespeare_char)
-# ROUNDS=3; STAT=ms_per_step (each run's median step) or ms_per_step_min (its fastest step: on a
-# machine shared with other work the median measures the other work too). Needs ./build/folio.
+# ROUNDS=3; STAT=ms_per_step (each run's median step), ms_per_step_min (its fastest step), or
+# cpu_ms_per_step (the median step's CPU time, all threads: with THREADS=1 on a machine shared with
+# other work, what the step costs on a core of its own). Needs ./build/folio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="${1:-$(nproc)}"
@@ -65,6 +66,6 @@ PY
   unset runs rss
 done
 echo
-echo "ms per training step, lowest $stat of $rounds alternating rounds, $threads threads;" \
+echo "ms per training step ($stat), lowest of $rounds alternating rounds, $threads threads;" \
      "PyTorch $torch_version (PyPI wheel: MKL + oneDNN); folio $(git rev-parse --short HEAD);" \
      "$cpu ($isa); $(date -u +%Y-%m-%d)"

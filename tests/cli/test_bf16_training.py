@@ -5,7 +5,7 @@ batches. The two loss curves start identical (within bf16's rounding) and part o
 differences grow, so the band is on 20-step means of the training loss (one step's loss is
 noisy: it depends on its batch): every window of the bf16 run within BAND of fp32's. Measured on
 the 2-core Xeon (Sapphire Rapids class, AMX), 2026-11-24: the largest window gap was
-MEASURED_GAP, against the 4.17 -> 2.5 fall of the loss over these steps; a sign error, a
+0.0002, against the 4.17 -> 2.5 fall of the loss over these steps; a sign error, a
 transposed operand or unrounded-but-mislabelled products move the curve far more than BAND.
 
     python3 test_bf16_training.py FOLIO_BINARY DATA_FILE
@@ -20,7 +20,7 @@ import tempfile
 
 STEPS = 200
 WINDOW = 20
-BAND = 0.05
+BAND = 0.01
 
 
 def train(folio, data, dtype):
