@@ -5,8 +5,9 @@ batches. The two loss curves start identical (within bf16's rounding) and part o
 differences grow, so the band is on 20-step means of the training loss (one step's loss is
 noisy: it depends on its batch): every window of the bf16 run within BAND of fp32's. Measured on
 the 2-core Xeon (Sapphire Rapids class, AMX), 2026-11-24: the largest window gap was
-0.0002, against the 4.17 -> 2.5 fall of the loss over these steps; a sign error, a
-transposed operand or unrounded-but-mislabelled products move the curve far more than BAND.
+0.0002, against the 4.17 -> 2.5 fall of the loss over these steps; a sign error or a wrong
+operand in a bf16 product moves the curve far more than BAND. (That the operands really are
+rounded to bf16 is tests/test_cpu_bf16.cpp's to check.)
 
     python3 test_bf16_training.py FOLIO_BINARY DATA_FILE
 """
