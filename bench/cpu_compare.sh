@@ -1,39 +1,71 @@
 #!/usr/bin/env bash
-# folio against the PyTorch peer on this CPU, side by side in one run, same threads, same model.
-# Each of ROUNDS rounds runs folio and both PyTorch variants one after the other; each keeps its
-# best (lowest) median over the rounds, so a noisy moment on a shared machine hurts nobody.
-# Prints a markdown table (README "Performance on CPU"). Usage:
+# folio against PyTorch 2.x (PyPI, bench/torch2_peer.sh) on this CPU: the same model and threads,
+# side by side in one run. Each round runs, one after the other: folio in fp32 and in bf16, and
+# PyTorch's seed modules (eager) and nanoGPT-style model (fused qkv, SDPA) in its four modes: fp32
+# eager, torch.compile, bf16 autocast, bf16 autocast + compile. Each entry keeps its lowest
+# per-round figure, so a noisy moment on a shared machine hurts nobody; the speed-up is folio's
+# best dtype against PyTorch's best mode. Prints the README's table ("Performance on CPU"):
 #   bench/cpu_compare.sh [THREADS] [CONFIGS...]   (default: all cores; tiny baby shakespeare_char)
-#   ROUNDS=3 by default.
+# ROUNDS=3; STAT=ms_per_step (each run's median step), ms_per_step_min (its fastest step), or
+# cpu_ms_per_step (the median step's CPU time, all threads: with THREADS=1 on a machine shared with
+# other work, what the step costs on a core of its own). Needs ./build/folio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="${1:-$(nproc)}"
 shift || true
 if [ $# -gt 0 ]; then configs=("$@"); else configs=(tiny baby shakespeare_char); fi
 rounds="${ROUNDS:-3}"
+stat="${STAT:-ms_per_step}"
 folio=./build/folio
-python=/usr/bin/python3
-steps_for() { case "$1" in shakespeare_char) echo 4;; baby) echo 50;; *) echo 200;; esac; }
-field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p"; }
+peer=bench/torch2_peer.sh
+steps_for() { case "$1" in shakespeare_char) echo 3;; baby) echo 30;; *) echo 100;; esac; }
+field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 lowest() { printf '%s\n' "$@" | sort -g | head -1; }
-echo "| config | folio ms/step | PyTorch, seed modules | PyTorch, fused qkv | speed-up vs faster PyTorch | folio GFLOP/s |"
-echo "|---|---|---|---|---|---|"
+modes=(eager compile bf16 bf16-compile)
+about=$($peer --about --threads "$threads")
+torch_version=$(echo "$about" | field torch)
+isa=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+      awk '/^avx2$/{a="AVX2"} /^avx512f$/{b="AVX-512"} /^avx512_bf16$/{c="AVX512-BF16"} /^amx_bf16$/{d="AMX"}
+           END{s=a; if(b)s=s", "b; if(c)s=s", "c; if(d)s=s", "d; print s}')
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+echo "| config | folio fp32 | folio bf16 | PyTorch seed modules | PyTorch fp32 eager | PyTorch compile | PyTorch bf16 | PyTorch bf16 + compile | folio best / PyTorch best | peak RSS folio / PyTorch |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do
   steps=$(steps_for "$config")
-  f=(); s=(); u=(); g=()
+  declare -A runs=() rss=()
   for _ in $(seq "$rounds"); do
-    line=$($folio bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2)
-    f+=("$(echo "$line" | field ms_per_step)"); g+=("$(echo "$line" | field gflops)")
-    s+=("$($python bench/torch_peer.py --config "$config" --threads "$threads" --impl seed --steps "$steps" | field ms_per_step)")
-    u+=("$($python bench/torch_peer.py --config "$config" --threads "$threads" --impl fused --steps "$steps" | field ms_per_step)")
+    for dtype in fp32 bf16; do
+      line=$($folio bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2 --dtype "$dtype" 2>/dev/null)
+      runs[folio_$dtype]+=" $(echo "$line" | field "$stat")"
+      rss[folio_$dtype]=$(echo "$line" | field peak_rss_mib)
+    done
+    line=$($peer --config "$config" --threads "$threads" --impl seed --steps "$steps" 2>/dev/null)
+    runs[seed]+=" $(echo "$line" | field "$stat")"
+    rss[seed]=$(echo "$line" | field peak_rss_mb)
+    for mode in "${modes[@]}"; do
+      line=$($peer --config "$config" --threads "$threads" --impl fused --mode "$mode" --steps "$steps" 2>/dev/null)
+      runs[$mode]+=" $(echo "$line" | field "$stat")"
+      rss[$mode]=$(echo "$line" | field peak_rss_mb)
+    done
   done
-  python3 - "$config" "$(lowest "${f[@]}")" "$(lowest "${s[@]}")" "$(lowest "${u[@]}")" \
-    "$(printf '%s\n' "${g[@]}" | sort -g | tail -1)" "${f[*]}" "${s[*]}" "${u[*]}" <<'PY'
+  python3 - "$config" "${runs[folio_fp32]}" "${runs[folio_bf16]}" "${runs[seed]}" "${runs[eager]}" \
+    "${runs[compile]}" "${runs[bf16]}" "${runs[bf16-compile]}" "${rss[folio_fp32]}" "${rss[folio_bf16]}" \
+    "${rss[seed]}" "${rss[eager]}" "${rss[compile]}" "${rss[bf16]}" "${rss[bf16-compile]}" <<'PY'
 import sys
-config, f, s, u, g = sys.argv[1], *map(float, sys.argv[2:6])
-print(f"| {config} | {f:.1f} | {s:.1f} | {u:.1f} | {min(s, u) / f:.2f}x | {g:.0f} |")
-print(f"<!-- {config} rounds: folio {sys.argv[6]}; seed {sys.argv[7]}; fused {sys.argv[8]} -->")
+config, *cols = sys.argv[1:9]
+best = [min(map(float, c.split())) for c in cols]
+folio, torch = min(best[0:2]), min(best[2:])
+names = ["seed", "fp32 eager", "compile", "bf16", "bf16 + compile"]
+which = names[best[2:].index(torch)]
+rss = [float(x) for x in sys.argv[9:16]]  # peak MiB of each column's last run
+folio_rss, torch_rss = rss[best.index(folio)], rss[best.index(torch)]
+cells = " | ".join(f"{ms:.1f}" for ms in best)
+print(f"| {config} | {cells} | {torch / folio:.2f}x (vs {which}) | {folio_rss:.0f} / {torch_rss:.0f} MiB |")
+print(f"<!-- {config} rounds (ms): " + "; ".join(c.strip() for c in cols) + " -->")
 PY
+  unset runs rss
 done
 echo
-echo "threads: $threads of $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $rounds rounds, $(date -u +%Y-%m-%d)"
+echo "ms per training step ($stat), lowest of $rounds alternating rounds, $threads threads;" \
+     "PyTorch $torch_version (PyPI wheel: MKL + oneDNN); folio $(git rev-parse --short HEAD);" \
+     "$cpu ($isa); $(date -u +%Y-%m-%d)"

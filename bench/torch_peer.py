@@ -1,17 +1,23 @@
 """The PyTorch peer of `folio bench`: the same model and training step, timed the same way.
 
     python3 bench/torch_peer.py --config baby --threads 2 [--impl seed|fused] [--steps N]
+                                [--mode eager|compile|bf16|bf16-compile]
+    python3 bench/torch_peer.py --about     # torch's version and build, threads, the CPU
 
 --impl seed runs the seed's own module structure (a Linear per head, tools/folio_torch.py);
 --impl fused runs the same function the way a performance-minded user writes it (nanoGPT's
-style: one fused qkv Linear, all heads in one batched matmul). Both take the AdamW step with
-clipping when the config asks for it. Prints one JSON line, like `folio bench`.
+style: one fused qkv Linear, all heads in one batched matmul, and from PyTorch 2.0 on attention
+through F.scaled_dot_product_attention). --mode picks how PyTorch runs it: fp32 eager,
+torch.compile, bf16 autocast, or both (PyTorch 2.x; bench/torch2_peer.sh makes the venv). Each
+takes the AdamW step with clipping when the config asks for it. Prints one JSON line, like
+`folio bench`.
 """
 
 import argparse
 import json
 import math
 import os
+import resource
 import sys
 import time
 
@@ -63,10 +69,15 @@ class FusedBlock(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(self.H * self.hs, dim=2)
         q, k, v = (t.view(B, T, self.H, self.hs).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hs))
-        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
-        att = F.dropout(F.softmax(att, dim=-1), self.p, self.training)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, self.H * self.hs)
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2.0 on: the fused kernel
+            p = self.p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hs))
+            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+            att = F.dropout(F.softmax(att, dim=-1), self.p, self.training)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, self.H * self.hs)
         x = x + F.dropout(self.proj(y), self.p, self.training)
         return x + F.dropout(self.fc2(self.act(self.fc(self.ln2(x)))), self.p, self.training)
 
@@ -102,6 +113,19 @@ def make_adamw(model, cfg, **options):
         **options)
 
 
+def about():
+    """What the peer is: torch's version and build (its BLAS and oneDNN), threads, the CPU."""
+    cpu = "unknown"
+    if os.path.exists("/proc/cpuinfo"):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": cpu,
+            "cpu_capability": getattr(torch.backends.cpu, "get_cpu_capability", lambda: "?")(),
+            "config": torch.__config__.show()}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="shakespeare_char")
@@ -109,21 +133,33 @@ def main():
     parser.add_argument("--impl", choices=["seed", "fused"], default="seed")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--mode", choices=["eager", "compile", "bf16", "bf16-compile"],
+                        default="eager")
+    parser.add_argument("--about", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.about:
+        print(json.dumps(about()))
+        return
+    compiled = args.mode in ("compile", "bf16-compile")
+    autocast = args.mode in ("bf16", "bf16-compile")
+    if compiled:
+        args.warmup = max(args.warmup, 3)  # the first steps compile (forward, backward)
     torch.manual_seed(1337)
     cfg = read_preset(args.config)
     V = 65
     model = (folio_torch.GPTLanguageModel(cfg, V) if args.impl == "seed" else FusedGPT(cfg, V))
     model.train()
     optimizer = make_adamw(model, cfg)
+    step_model = torch.compile(model) if compiled else model
     B, T = cfg["batch_size"], cfg["block_size"]
-    times = []
+    times, cpu_times = [], []  # wall-clock and CPU time (all threads) per step
     for step in range(args.warmup + args.steps):
         x = torch.randint(V, (B, T))
         y = torch.randint(V, (B, T))
-        start = time.perf_counter()
-        _, loss = model(x, y)
+        start, cpu_start = time.perf_counter(), time.process_time()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            _, loss = step_model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.get("grad_clip", 0) > 0:
@@ -132,11 +168,16 @@ def main():
         elapsed = time.perf_counter() - start
         if step >= args.warmup:
             times.append(elapsed * 1000)
+            cpu_times.append((time.process_time() - cpu_start) * 1000)
     times.sort()
+    cpu_times.sort()
     median = times[len(times) // 2]
-    print(json.dumps({"config": args.config, "device": "cpu", "peer": f"torch {torch.__version__} ({args.impl})",
+    print(json.dumps({"config": args.config, "device": "cpu", "peer": f"torch {torch.__version__} ({args.impl}, {args.mode})",
+                      "impl": args.impl, "mode": args.mode,
                       "threads": torch.get_num_threads(), "ms_per_step": median,
-                      "tokens_per_s": B * T / (median / 1000)}))
+                      "ms_per_step_min": times[0], "cpu_ms_per_step": cpu_times[len(times) // 2],
+                      "tokens_per_s": B * T / (median / 1000),
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 if __name__ == "__main__":

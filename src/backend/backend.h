@@ -194,8 +194,8 @@ class Backend {
   virtual void replay_step(const StepValues& /*values*/) {}
 };
 
-// "cpu", "cuda" or "auto" (a GPU when one is there); `threads` 0 means all cores. The CPU
-// backend computes in fp32 only and refuses dtype bf16.
+// "cpu", "cuda" or "auto" (a GPU when one is there); `threads` 0 means all cores. On the CPU,
+// dtype bf16 rounds the linear layers' operands to bf16 (fp32 sums); auto there means fp32.
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
                                       const BackendOptions& options = {});
 bool cuda_available();     // compiled with CUDA and a GPU is visible

@@ -1,7 +1,10 @@
 // Picks the backend for --device: cpu, cuda, or auto (the GPU when this build has CUDA and a GPU
 // is visible, else the CPU).
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
+#include <iostream>
+
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/gemm.h"
 #include "core/error.h"
 
 #if defined(FOLIO_CUDA)
@@ -31,10 +34,13 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
   if (options.dtype != "auto" && options.dtype != "fp32" && options.dtype != "bf16")
     throw Error("unknown dtype '" + options.dtype + "': use auto, fp32 or bf16");
   if (device == "cpu" || (device == "auto" && !cuda_available())) {
-    if (options.dtype == "bf16")
-      throw Error("--dtype bf16 needs a GPU (--device cuda): the CPU backend computes in fp32; "
-                  "use --dtype fp32 or auto");
-    return std::make_unique<CpuBackend>(threads);
+    const bool bf16 = options.dtype == "bf16";
+    std::unique_ptr<Backend> backend = cpu::make_dispatched_cpu_backend(threads, bf16);
+    if (bf16 && !cpu::bf16_is_native())
+      std::cerr << "folio: note: this CPU has no native bf16 (AVX512-BF16 or AMX): --dtype bf16 "
+                   "runs its products "
+                << cpu::bf16_kernels() << ", slower than --dtype fp32\n";
+    return backend;
   }
   if (device == "cuda" || device == "auto") {
 #if defined(FOLIO_CUDA)

@@ -2,14 +2,19 @@
 //             [--ladder] [--KEY=VALUE]:
 // times full training steps (forward, backward, AdamW) on random tokens and prints one JSON line;
 // --ladder times the GPU's optimisations switched on one at a time and prints a table.
+#include <sys/resource.h>
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "backend/profiling_backend.h"
 #include "cli/commands.h"
 #include "config/presets.h"
 #include "data/batches.h"
@@ -28,16 +33,39 @@ struct BenchResult {
   std::string device, description;
   int threads = 0;
   size_t parameters = 0;
-  double median_ms = 0, fastest_ms = 0, tokens_per_step = 0, flops_per_token = 0, peak_flops = 0;
+  double median_ms = 0, fastest_ms = 0, median_cpu_ms = 0, tokens_per_step = 0, flops_per_token = 0, peak_flops = 0;
   bool graph = false;
+  std::map<std::string, OpTime> profile;  // with --profile: the timed steps' time per op kind
 };
+
+// CPU time this process has used, all threads together, in ms. On a machine shared with other
+// work, one thread's CPU time per step is what the step costs on a core of its own, where the
+// wall-clock time also counts the waits for a turn on the core.
+double process_cpu_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return 1e3 * static_cast<double>(now.tv_sec) + 1e-6 * static_cast<double>(now.tv_nsec);
+}
+
+// The process's peak resident memory so far (getrusage's ru_maxrss is in KiB on Linux).
+double peak_resident_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
 
 // Times `steps` training steps after `warmup` untimed ones, each on fresh random tokens and
 // waited for. With `graph` (and a backend that records steps), the first timed step is recorded
 // once after the warm-up and every timed step replays the recording.
 BenchResult time_training_steps(const Config& config, const BackendOptions& options, bool graph,
-                                int steps, int warmup) {
+                                int steps, int warmup, bool profile = false) {
   std::unique_ptr<Backend> backend = make_backend(config.device, config.threads, options);
+  ProfilingBackend* profiler = nullptr;
+  if (profile) {
+    auto wrapped = std::make_unique<ProfilingBackend>(std::move(backend));
+    profiler = wrapped.get();
+    backend = std::move(wrapped);
+  }
   GPT model(*backend, ModelShape::from_config(config, kVocabSize));
   model.initialize(config.seed, config.init_std, config.scaled_residual_init);
   LocalCommunicator one_process;
@@ -48,11 +76,13 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
     fill_random_tokens(batch, config.seed, step, static_cast<uint32_t>(first_window), kVocabSize);
   };
 
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, step_cpu_ms;
   for (int step = 0; step < warmup + steps; ++step) {
     training.draw_batches(step, random_tokens);
     if (graph && step == warmup) training.record(step, config.learning_rate);
+    if (profiler && step == warmup) profiler->reset();  // the profile covers the timed steps
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_ms();
     if (graph && step >= warmup) {
       training.replay(step, config.learning_rate);
     } else {
@@ -62,9 +92,10 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
     model.mean_loss();  // waits for the device
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (step >= warmup) step_ms.push_back(ms);
+    if (step >= warmup) step_ms.push_back(ms), step_cpu_ms.push_back(process_cpu_ms() - cpu_start);
   }
   std::sort(step_ms.begin(), step_ms.end());
+  std::sort(step_cpu_ms.begin(), step_cpu_ms.end());
 
   BenchResult result;
   result.device = backend->name();
@@ -73,11 +104,15 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
   result.parameters = model.parameter_count();
   result.median_ms = step_ms[step_ms.size() / 2];
   result.fastest_ms = step_ms.front();
+  result.median_cpu_ms = step_cpu_ms[step_cpu_ms.size() / 2];
   result.tokens_per_step = static_cast<double>(training.split().global_windows()) *
                            config.block_size;
   result.flops_per_token = training_flops_per_token(model.shape(), model.parameter_count());
-  result.peak_flops = backend->peak_flops();
   result.graph = graph;
+  if (profiler) result.profile = profiler->times();
+  // A GPU's datasheet peak; a CPU's is measured: its best product speed in this dtype (mfu.h).
+  result.peak_flops = backend->peak_flops();
+  if (result.peak_flops <= 0) result.peak_flops = measure_matmul_flops(*backend);
   return result;
 }
 
@@ -96,14 +131,42 @@ nlohmann::json to_json(const std::string& config_name, const Config& config, int
       {"graph", r.graph},
       {"ms_per_step", r.median_ms},
       {"ms_per_step_min", r.fastest_ms},
+      {"cpu_ms_per_step", r.median_cpu_ms},
       {"tokens_per_s", tokens_per_s},
       {"gflops", r.flops_per_token * tokens_per_s / 1e9},
   };
   if (r.peak_flops > 0) {
+    // The share of the device's product peak in this dtype that the whole step keeps.
     line["peak_tflops"] = r.peak_flops / 1e12;
     line["mfu"] = model_flops_utilization(tokens_per_s, r.flops_per_token, r.peak_flops);
   }
+  line["dtype"] = config.dtype;
+  line["peak_rss_mib"] = peak_resident_mib();
   return line;
+}
+
+// --profile: where a step's time goes, per op kind, from the timed steps (profiling_backend.h).
+void print_profile(const BenchResult& r, int steps) {
+  double profiled = 0;
+  for (const auto& [kind, time] : r.profile) profiled += time.seconds;
+  std::vector<std::pair<std::string, OpTime>> rows(r.profile.begin(), r.profile.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  const double step_ms = r.median_ms;
+  std::printf("\n%s: per op kind, ms per step (mean of %d timed steps; median step %.2f ms)\n\n",
+              r.description.c_str(), steps, step_ms);
+  std::printf("| op | calls/step | ms/step | share | GFLOP/s |\n|---|---|---|---|---|\n");
+  for (const auto& [kind, time] : rows) {
+    const double ms = 1000.0 * time.seconds / steps;
+    char gflops[32] = "";
+    if (time.flops > 0) std::snprintf(gflops, sizeof(gflops), "%.0f", time.flops / time.seconds / 1e9);
+    std::printf("| %s | %ld | %.3f | %.1f%% | %s |\n", kind.c_str(), time.calls / steps, ms,
+                100.0 * ms / step_ms, gflops);
+  }
+  const double other_ms = step_ms - 1000.0 * profiled / steps;
+  std::printf("| outside the ops (host code, waits) | | %.3f | %.1f%% | |\n", other_ms,
+              100.0 * other_ms / step_ms);
+  std::fflush(stdout);
 }
 
 // The GPU's optimisations, each rung adding one to the rungs before it.
@@ -153,10 +216,13 @@ int run_ladder(const std::string& config_name, const Config& config, int steps, 
 int bench_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
     std::cout << "usage: folio bench [--config NAME|FILE] [--device cpu|cuda|auto] [--steps N] "
-                 "[--warmup N] [--threads N] [--graph=false] [--ladder] [--KEY=VALUE ...]\n\n"
+                 "[--warmup N] [--threads N] [--dtype fp32|bf16] [--graph=false] [--ladder] "
+                 "[--profile] [--KEY=VALUE ...]\n\n"
                  "Times training steps after a warm-up and prints one JSON line: config, "
-                 "device, threads, ms_per_step (median), tokens_per_s, gflops, and on a GPU "
-                 "mfu.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
+                 "device, threads, ms_per_step (median), tokens_per_s, gflops, peak_tflops (the "
+                 "device's matrix-product peak in the dtype; measured on a CPU), mfu (the share "
+                 "of it the step keeps), peak_rss_mib.\n--profile also prints the step's time "
+                 "per op kind (forward, backward, optimizer), each op waited for.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
                  "(--graph=false issues it op by op). --ladder times the GPU's optimisations "
                  "one at a time (fp32, TF32, bf16, fused attention, fused kernels, CUDA graph) "
                  "and prints a table.\n";
@@ -168,10 +234,11 @@ int bench_command(Arguments& arguments) {
   if (auto v = arguments.take_int("warmup", 0, 1000000)) warmup = static_cast<int>(*v);
   const bool graph = !arguments.has("graph") || arguments.take_flag("graph");
   const bool ladder = arguments.take_flag("ladder");
+  const bool profile = arguments.take_flag("profile");
   Config config;
   arguments.collect([&] { config = load_config(config_name); });
-  const std::vector<std::string> bench_options = {"config", "steps",  "warmup",
-                                                  "graph",  "ladder", "help"};
+  const std::vector<std::string> bench_options = {"config", "steps",   "warmup", "graph",
+                                                  "ladder", "profile", "help"};
   arguments.apply_config_keys(config, bench_options);
   arguments.finish("bench", bench_options, false,
                    "the preset is named with --config NAME (e.g. --config tiny)");
@@ -180,8 +247,9 @@ int bench_command(Arguments& arguments) {
   if (ladder) return run_ladder(config_name, config, steps, warmup);
 
   const BenchResult result =
-      time_training_steps(config, {config.dtype, config.tf32}, graph, steps, warmup);
+      time_training_steps(config, {config.dtype, config.tf32}, graph, steps, warmup, profile);
   std::cout << to_json(config_name, config, steps, result).dump() << std::endl;
+  if (profile) print_profile(result, steps);
   return 0;
 }
 

@@ -260,9 +260,10 @@ const std::vector<ConfigKey>& config_keys() {
        .scope = ConfigScope::kRecipe,
        .member = &Config::dtype,
        .help =
-           "precision of the matrix products: auto is bf16 on a GPU and fp32 on the CPU; bf16 (GPU "
-           "only) rounds their operands to bf16 and accumulates in fp32, with fp32 master weights, "
-           "optimizer state and checkpoints",
+           "precision of the matrix products: auto is bf16 on a GPU and fp32 on the CPU; bf16 "
+           "rounds their operands to bf16 and accumulates in fp32, with fp32 master weights, "
+           "optimizer state and checkpoints (on a CPU without AVX512-BF16 or AMX it is slower "
+           "than fp32)",
        .choices = "auto|fp32|bf16"},
       {.name = "tf32",
        .group = "run",

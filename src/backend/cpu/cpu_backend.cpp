@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
 #include "core/error.h"
 
@@ -24,7 +25,8 @@ int available_cores() {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : available_cores()) {
+CpuBackend::CpuBackend(int threads, bool bf16)
+    : threads_(threads > 0 ? threads : available_cores()), bf16_(bf16) {
   omp_set_num_threads(threads_);
   cpu::set_gemm_threads(threads_);
   scratch_.resize(static_cast<size_t>(threads_));
@@ -32,7 +34,11 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : available
 }
 
 std::string CpuBackend::description() const {
-  return "cpu (" + std::to_string(threads_) + " threads, " + cpu::gemm_library() + " sgemm)";
+  const std::string kernels = std::string(cpu::variant_name(cpu::Variant::FOLIO_CPU_VARIANT));
+  const std::string products =
+      bf16_ ? std::string("bf16 products: ") + cpu::bf16_kernels()
+            : std::string(cpu::gemm_library()) + " sgemm";
+  return "cpu (" + std::to_string(threads_) + " threads, " + kernels + " kernels, " + products + ")";
 }
 
 void* CpuBackend::allocate(size_t bytes) {
@@ -83,6 +89,12 @@ void CpuBackend::reduce_thread_partials(float* out, size_t floats) const {
     const float* part = partials_.data() + floats * static_cast<size_t>(t);
     for (size_t i = 0; i < floats; ++i) out[i] += part[i];
   }
+}
+
+template <>
+std::unique_ptr<Backend> cpu::make_cpu_backend<cpu::Variant::FOLIO_CPU_VARIANT>(int threads,
+                                                                              bool bf16) {
+  return std::make_unique<CpuBackend>(threads, bf16);
 }
 
 }  // namespace folio

@@ -1,17 +1,29 @@
 // The CPU backend: matrix products through an optimised BLAS (oneDNN's sgemm by default, see
 // gemm.cpp), everything else as OpenMP-parallel loops written so the compiler vectorises them.
 // Each op lives in the file named for it (layernorm.cpp, attention.cpp, ...), as in backend/cuda.
+//
+// One binary for any x86-64 CPU: the backend's files are compiled once per instruction set
+// (CMakeLists.txt: baseline x86-64, AVX2 + FMA, AVX-512), each time into its own namespace named
+// by FOLIO_CPU_VARIANT, and cpu_isa.cpp picks one at run time (see cpu_isa.h).
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/gemm.h"
+
+#if !defined(FOLIO_CPU_VARIANT)
+#define FOLIO_CPU_VARIANT baseline
+#endif
 
 namespace folio {
+inline namespace FOLIO_CPU_VARIANT {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  // bf16: the linear layers' products take bf16 operands (--dtype bf16); all else stays fp32.
+  explicit CpuBackend(int threads, bool bf16 = false);
 
   std::string name() const override { return "cpu"; }
   std::string description() const override;
@@ -79,6 +91,10 @@ class CpuBackend final : public Backend {
   void scale(float* x, size_t n, float factor) override;
 
  private:
+  // The bf16 copies of a product's operands, rounded just before it (matmul.cpp): the input or
+  // activation, the weight, the output's gradient. Each grows on first use only.
+  enum Bf16Operand { kOperandA, kOperandB, kGradient, kBf16Operands };
+  const cpu::bf16* rounded_to_bf16(Bf16Operand slot, const float* x, size_t n);
   // Per-thread scratch for attention (strips of query rows); grows on first use only.
   float* attention_scratch(int thread, size_t floats_per_thread);
   // `floats` zeroed floats for each thread, for per-thread partial sums.
@@ -88,9 +104,12 @@ class CpuBackend final : public Backend {
   void reduce_thread_partials(float* out, size_t floats) const;
 
   int threads_;
+  bool bf16_;
+  std::array<std::vector<cpu::bf16>, kBf16Operands> bf16_operands_;
   std::vector<std::vector<float>> scratch_;
   std::vector<float> partials_;
   std::vector<double> sum_partials_;  // one per thread, for sum() and sum_of_squares()
 };
 
+}  // namespace FOLIO_CPU_VARIANT
 }  // namespace folio

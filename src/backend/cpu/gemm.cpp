@@ -83,6 +83,15 @@ const char* gemm_library() {
 #endif
 }
 
+void limit_blas_instructions(Variant variant) {
+#if defined(FOLIO_BLAS_DNNL)
+  if (variant == Variant::avx2) dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
+  if (variant == Variant::baseline) dnnl_set_max_cpu_isa(dnnl_cpu_isa_sse41);
+#else
+  (void)variant;
+#endif
+}
+
 void set_gemm_threads(int threads) {
 #if defined(FOLIO_BLAS_OPENBLAS)
   openblas_set_num_threads(threads);

@@ -9,6 +9,11 @@
 // ("Choosing the BLAS") has the measurements.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/cpu_isa.h"
+
 namespace folio::cpu {
 
 // May use every thread; call from serial code.
@@ -19,7 +24,28 @@ void sgemm(bool transpose_a, bool transpose_b, int M, int N, int K, float alpha,
 void sgemm_serial(bool transpose_a, bool transpose_b, int M, int N, int K, float alpha,
                   const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
-const char* gemm_library();  // "oneDNN", "OpenBLAS" or "builtin"
+// ---- bf16 products (--dtype bf16) ---------------------------------------------------------
+// A bf16 number is the upper half of an fp32 one: 8 exponent bits, 7 mantissa bits.
+using bf16 = uint16_t;
+
+// C = op(A) op(B) (+ C when `accumulate`): bf16 operands, products summed in fp32, fp32 C.
+// Through oneDNN's matmul primitive, which picks AMX or AVX512-BF16 kernels where the CPU has
+// them; elsewhere (no oneDNN, or a CPU it has no bf16 kernel for) the operands are widened back
+// to fp32 and multiplied by sgemm: the same rounding, so the same numbers to fp32 accuracy, but
+// slower than plain fp32. May use every thread; call from serial code.
+void gemm_bf16(bool transpose_a, bool transpose_b, int M, int N, int K, const bf16* A, int lda,
+               const bf16* B, int ldb, bool accumulate, float* C, int ldc);
+
+// Whether gemm_bf16 runs on native bf16 instructions (AVX512-BF16 or AMX) on this CPU.
+bool bf16_is_native();
+// "AMX", "AVX512-BF16", "emulated by oneDNN on AVX-512" or "widened to fp32": what gemm_bf16 uses.
+const char* bf16_kernels();
+
+const char* gemm_library();
+// Caps oneDNN at the instruction set of a forced kernel variant (FOLIO_CPU_ISA), so that the
+// whole backend behaves as on a CPU with no more; the best variant leaves oneDNN uncapped. Takes
+// effect only before oneDNN's first product in the process.
+void limit_blas_instructions(Variant variant);  // "oneDNN", "OpenBLAS" or "builtin"
 void set_gemm_threads(int threads);
 
 }  // namespace folio::cpu

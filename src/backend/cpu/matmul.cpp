@@ -1,10 +1,12 @@
-// Linear layers on the CPU: three sgemm calls (reference: backend/reference/matmul.h).
+// Linear layers on the CPU: three products (reference: backend/reference/matmul.h), by sgemm in
+// fp32, or with --dtype bf16 on operands rounded to bf16 and summed in fp32 (gemm_bf16).
 #include <omp.h>
 
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/vector_math.h"
 
 namespace folio {
 
@@ -15,13 +17,30 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* weigh
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; ++i) std::copy_n(bias, OC, out + static_cast<size_t>(i) * OC);
   }
+  if (bf16_) {
+    const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
+    const cpu::bf16* weight16 = rounded_to_bf16(kOperandB, weight, static_cast<size_t>(OC) * IC);
+    cpu::gemm_bf16(false, true, N, OC, IC, inp16, IC, weight16, IC, bias != nullptr, out, OC);
+    return;
+  }
   cpu::sgemm(false, true, N, OC, IC, 1.0f, inp, IC, weight, IC, bias ? 1.0f : 0.0f, out, OC);
 }
 
 void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                  const float* inp, const float* weight, int N, int IC, int OC) {
-  if (dinp) cpu::sgemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
-  cpu::sgemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+  if (bf16_) {
+    const cpu::bf16* dout16 = rounded_to_bf16(kGradient, dout, static_cast<size_t>(N) * OC);
+    if (dinp) {
+      const cpu::bf16* weight16 =
+          rounded_to_bf16(kOperandB, weight, static_cast<size_t>(OC) * IC);
+      cpu::gemm_bf16(false, false, N, IC, OC, dout16, OC, weight16, IC, false, dinp, IC);
+    }
+    const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
+    cpu::gemm_bf16(true, false, OC, IC, N, dout16, OC, inp16, IC, true, dweight, IC);
+  } else {
+    if (dinp) cpu::sgemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
+    cpu::sgemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+  }
   if (dbias) {
     float* partials = thread_partials(static_cast<size_t>(OC));
 #pragma omp parallel num_threads(threads_)
@@ -36,6 +55,15 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
     }
     reduce_thread_partials(dbias, static_cast<size_t>(OC));
   }
+}
+
+const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, size_t n) {
+  std::vector<cpu::bf16>& buffer = bf16_operands_[slot];
+  if (buffer.size() < n) buffer.resize(n);
+  cpu::bf16* out = buffer.data();
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) out[i] = cpu::to_bf16(x[i]);
+  return out;
 }
 
 }  // namespace folio

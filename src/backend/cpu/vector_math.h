@@ -11,7 +11,14 @@
 #include "core/dropout_mask.h"
 #include "core/philox.h"
 
+#if !defined(FOLIO_CPU_VARIANT)
+#define FOLIO_CPU_VARIANT baseline
+#endif
+
+// In the instruction set's own namespace (cpu_backend.h): an inline function compiled for AVX-512
+// must never stand in for the baseline copy when the linker keeps one of each.
 namespace folio::cpu {
+inline namespace FOLIO_CPU_VARIANT {
 
 // e^x to about 2 ulp (Cephes' expf polynomial after range reduction by ln 2) for x in
 // [-87.3, 88.3]; outside, x is clamped, so tiny results come out near 1e-38 rather than 0 (which
@@ -52,6 +59,17 @@ inline float verf(float x) {
                                     t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
   const float erfc_z = t * vexp(poly);
   return std::copysign(1.0f - erfc_z, x);
+}
+
+// x rounded to the nearest bf16 (ties to even), as PyTorch and oneDNN round: add 0x7FFF plus the
+// lowest kept bit, keep the upper 16 bits. NaN stays NaN (its quiet bit is set first, so the
+// rounding cannot carry it into infinity).
+inline uint16_t to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  bits = nan ? (bits | 0x00400000u) : bits + 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
 }
 
 // Words first_word .. first_word + count - 1 of a random stream, as RandomStream::word() gives
@@ -106,4 +124,5 @@ inline void dropout_multipliers(float* out, const DropoutSpec& dropout, uint32_t
   }
 }
 
+}  // namespace FOLIO_CPU_VARIANT
 }  // namespace folio::cpu

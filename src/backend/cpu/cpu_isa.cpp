@@ -1,0 +1,81 @@
+// Picks the CPU backend's kernel variant at run time (cpu_isa.h).
+#include "backend/cpu/cpu_isa.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "backend/cpu/gemm.h"
+#include "core/error.h"
+
+namespace folio::cpu {
+
+const char* variant_name(Variant variant) {
+  switch (variant) {
+    case Variant::avx512: return "avx512";
+    case Variant::avx2: return "avx2";
+    case Variant::baseline: break;
+  }
+  return "baseline";
+}
+
+bool cpu_runs(Variant variant) {
+  __builtin_cpu_init();
+  switch (variant) {
+    case Variant::avx512: return __builtin_cpu_supports("x86-64-v4");
+    case Variant::avx2: return __builtin_cpu_supports("x86-64-v3");
+    case Variant::baseline: break;
+  }
+  return true;
+}
+
+bool variant_built(Variant variant) {
+  switch (variant) {
+#if defined(FOLIO_CPU_HAS_AVX512)
+    case Variant::avx512: return true;
+#endif
+#if defined(FOLIO_CPU_HAS_AVX2)
+    case Variant::avx2: return true;
+#endif
+    case Variant::baseline: return true;
+    default: return false;
+  }
+}
+
+Variant chosen_variant() {
+  const Variant by_preference[] = {Variant::avx512, Variant::avx2, Variant::baseline};
+  if (const char* forced = std::getenv("FOLIO_CPU_ISA"); forced && *forced) {
+    for (Variant variant : by_preference) {
+      if (std::string(forced) != variant_name(variant)) continue;
+      if (!variant_built(variant))
+        throw Error(std::string("FOLIO_CPU_ISA=") + forced +
+                    ": this folio was built without that variant (FOLIO_NATIVE=ON builds only "
+                    "one); unset FOLIO_CPU_ISA");
+      if (!cpu_runs(variant))
+        throw Error(std::string("FOLIO_CPU_ISA=") + forced +
+                    ": this CPU lacks its instructions; use a lesser one (avx2, baseline) or "
+                    "unset FOLIO_CPU_ISA");
+      return variant;
+    }
+    throw Error(std::string("FOLIO_CPU_ISA=") + forced +
+                " is not a kernel variant: use avx512, avx2 or baseline, or unset it");
+  }
+  for (Variant variant : by_preference)
+    if (variant_built(variant) && cpu_runs(variant)) return variant;
+  return Variant::baseline;
+}
+
+std::unique_ptr<Backend> make_dispatched_cpu_backend(int threads, bool bf16) {
+  const Variant variant = chosen_variant();
+  limit_blas_instructions(variant);
+  switch (variant) {
+#if defined(FOLIO_CPU_HAS_AVX512)
+    case Variant::avx512: return make_cpu_backend<Variant::avx512>(threads, bf16);
+#endif
+#if defined(FOLIO_CPU_HAS_AVX2)
+    case Variant::avx2: return make_cpu_backend<Variant::avx2>(threads, bf16);
+#endif
+    default: return make_cpu_backend<Variant::baseline>(threads, bf16);
+  }
+}
+
+}  // namespace folio::cpu

@@ -1,0 +1,133 @@
+// bf16 matrix products on the CPU (--dtype bf16): oneDNN's matmul primitive, or sgemm on the
+// operands widened back to fp32 where oneDNN has no bf16 kernel (see gemm.h).
+//
+// A oneDNN primitive is built for one shape, one layout and one attribute set; building one costs
+// far more than a small product, so each is built once and kept, keyed by everything it fixes.
+// A training step uses a handful of shapes (about six per layer kind), so the cache stays small.
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+
+#if defined(FOLIO_BLAS_DNNL)
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace folio::cpu {
+
+namespace {
+
+// The portable path: widen both operands to fp32 (exactly: bf16 is fp32's upper half) and sgemm.
+void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
+                  int ldb, bool accumulate, float* C, int ldc) {
+  static std::vector<float> wide_a, wide_b;
+  auto widen = [](std::vector<float>& out, const bf16* x, size_t n) {
+    if (out.size() < n) out.resize(n);
+    float* o = out.data();
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = uint32_t{x[i]} << 16;
+      std::memcpy(&o[i], &bits, sizeof(float));
+    }
+  };
+  // A row-major rows x cols matrix with leading dimension ld spans (rows - 1) ld + cols numbers.
+  auto span = [](int rows, int cols, int ld) { return (rows - 1) * static_cast<size_t>(ld) + cols; };
+  widen(wide_a, A, ta ? span(K, M, lda) : span(M, K, lda));
+  widen(wide_b, B, tb ? span(N, K, ldb) : span(K, N, ldb));
+  sgemm(ta, tb, M, N, K, 1.0f, wide_a.data(), lda, wide_b.data(), ldb, accumulate ? 1.0f : 0.0f,
+        C, ldc);
+}
+
+#if defined(FOLIO_BLAS_DNNL)
+
+struct Engine {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+Engine& engine() {
+  static Engine instance;
+  return instance;
+}
+
+using ProductKey = std::tuple<bool, bool, int, int, int, int, int, int, bool>;
+
+struct Product {
+  dnnl::matmul::primitive_desc descriptor;
+  dnnl::matmul primitive;
+  bool available = false;  // false: oneDNN has no bf16 kernel for this CPU (none before AVX-512)
+};
+
+const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int ldb, int ldc,
+                           bool accumulate) {
+  static std::map<ProductKey, Product> cache;
+  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate};
+  if (auto found = cache.find(key); found != cache.end()) return found->second;
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  // Row-major operands; a transposed one is the same memory read with swapped strides.
+  const dnnl::memory::desc a({M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
+  const dnnl::memory::desc b({K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
+  const dnnl::memory::desc c({M, N}, dt::f32, dims{ldc, 1});
+  dnnl::primitive_attr attributes;
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);  // C += A B rather than C = A B
+    attributes.set_post_ops(sum);
+  }
+  Product product;
+  try {
+    product.descriptor =
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attributes, engine().engine);
+    product.primitive = dnnl::matmul(product.descriptor);
+    product.available = true;
+  } catch (const dnnl::error&) {
+    // unimplemented on this CPU: remembered, and this shape is widened to fp32 from now on
+  }
+  return cache.emplace(key, std::move(product)).first->second;
+}
+
+#endif
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
+               int ldb, bool accumulate, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+#if defined(FOLIO_BLAS_DNNL)
+  const Product& product = product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate);
+  if (product.available) {
+    Engine& e = engine();
+    dnnl::memory a(product.descriptor.src_desc(), e.engine, const_cast<bf16*>(A));
+    dnnl::memory b(product.descriptor.weights_desc(), e.engine, const_cast<bf16*>(B));
+    dnnl::memory c(product.descriptor.dst_desc(), e.engine, C);
+    product.primitive.execute(e.stream,
+                              {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    e.stream.wait();
+    return;
+  }
+#endif
+  widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+bool bf16_is_native() {
+#if defined(FOLIO_BLAS_DNNL)
+  return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_bf16;
+#else
+  return false;
+#endif
+}
+
+const char* bf16_kernels() {
+#if defined(FOLIO_BLAS_DNNL)
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa >= dnnl::cpu_isa::avx512_core_amx) return "AMX";
+  if (isa >= dnnl::cpu_isa::avx512_core_bf16) return "AVX512-BF16";
+  if (isa >= dnnl::cpu_isa::avx512_core) return "emulated by oneDNN on AVX-512";
+#endif
+  return "widened to fp32";
+}
+
+}  // namespace folio::cpu
