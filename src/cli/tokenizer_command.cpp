@@ -36,7 +36,8 @@ int tokenizer_command(Arguments& arguments) {
   const std::optional<std::string> vocab_text = arguments.take("vocab_size");
   const std::optional<std::string> out = arguments.take("out");
   const std::optional<std::string> threads_text = arguments.take("threads");
-  arguments.finish("tokenizer train", {"data", "vocab_size", "out", "threads", "help"});
+  arguments.finish("tokenizer train", {"data", "vocab_size", "out", "threads", "help"},
+                   /*positionals_allowed=*/true);  // "train", checked above
   if (!data || !vocab_text || !out)
     throw UsageError("folio tokenizer train needs --data FILE --vocab_size N --out tok.json");
   const int vocab_size = parse_int_option("vocab_size", *vocab_text, 257, 1 << 24);
