@@ -12,7 +12,7 @@
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); data parallelism on the GPU (NCCL with one
-#                                     rank, two ranks sharing it over TCP, and MPI when built in).
+#                                     rank, two ranks sharing it over Gloo, and MPI when built in).
 #   bench/gpu/gpu_check.sh full       the seed's two 5000-step runs (shakespeare_char, nanogpt_char)
 #                                     with their times and final losses; the PyTorch 2.x peer
 #                                     beside folio bench.
