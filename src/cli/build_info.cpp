@@ -32,6 +32,11 @@ std::string build_info() {
   text += "cuda: no (built without a CUDA toolkit)\n";
 #endif
   text += "communicators: " + communicators + "\n";
+#if defined(FOLIO_PLOT)
+  text += "plot: yes (cairo)\n";
+#else
+  text += "plot: no (built without cairo)\n";
+#endif
   return text;
 }
 

@@ -8,8 +8,10 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#if defined(FOLIO_PLOT)
 #include "plot/loss_figure.h"
 #include "plot/render.h"
+#endif
 
 namespace folio {
 
@@ -56,6 +58,7 @@ int plot_command(Arguments& arguments) {
   const std::string path =
       output.value_or(runs.size() == 1 ? (std::filesystem::path(runs[0]) / "loss.png").string()
                                        : std::string("loss.png"));
+#if defined(FOLIO_PLOT)
   image_format_of(path);  // a bad extension is reported before any file is read
 
   std::vector<RunMetrics> metrics;
@@ -63,6 +66,10 @@ int plot_command(Arguments& arguments) {
   write_figure(loss_figure(metrics, width, height), path);
   std::cout << "wrote " << path << "\n";
   return 0;
+#else
+  throw Error("this folio was built without cairo, so it cannot draw " + path +
+              ": apt-get install libcairo2-dev pkg-config, then rebuild (cmake finds it)");
+#endif
 }
 
 }  // namespace folio
