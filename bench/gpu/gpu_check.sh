@@ -116,11 +116,23 @@ cmake_flags=(-DFOLIO_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DFOLIO_TEST_DATA="$data
 if [ ! -f /usr/include/gtest/gtest.h ] && [ -d .carry/googletest ]; then
   cmake_flags+=(-DFOLIO_GOOGLETEST_SOURCE="$root/.carry/googletest")
 fi
-if ! pkg-config --exists cairo 2>/dev/null && [ -f .carry/cairo/cairo.cmake ]; then
+if ! pkg-config --exists cairo libpcre2-8 2>/dev/null && [ -f .carry/cairo/cairo.cmake ]; then
+  # cairo.cmake stands in for pkg-config's cairo and PCRE2 (both carried).
   cmake_flags+=(-DCMAKE_PROJECT_folio_INCLUDE="$root/.carry/cairo/cairo.cmake")
+  export LD_LIBRARY_PATH="$root/.carry/pcre2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The carried cairo loads where the machine has none of its own.
   ldconfig -p 2>/dev/null | grep -q 'libcairo\.so\.2 ' ||
     export LD_LIBRARY_PATH="$root/.carry/cairo/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# OpenSSL's headers and Gloo, where the machine has no -dev packages.
+if [ ! -f /usr/include/openssl/sha.h ] && [ -d .carry/openssl ]; then
+  cmake_flags+=(-DOPENSSL_ROOT_DIR="$root/.carry/openssl")
+  export LD_LIBRARY_PATH="$root/.carry/openssl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if [ ! -d /usr/include/gloo ] && [ -f .carry/gloo/lib/libgloo.so ]; then
+  cmake_flags+=(-DFOLIO_GLOO_INCLUDE="$root/.carry/gloo/include"
+                -DFOLIO_GLOO_LIBRARY="$root/.carry/gloo/lib/libgloo.so")
+  export LD_LIBRARY_PATH="$root/.carry/gloo/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 sanitizer=$(command -v compute-sanitizer || true)
 for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
