@@ -148,9 +148,17 @@ def stop_with_signals(folio, data, work):
     process = subprocess.Popen([folio, "train", "--config", "shakespeare_char", "--data", data,
                                 "--out_dir", os.path.join(work, "signals", "twice"),
                                 "--batch_size=16", "--eval_iters=1", "--sample_tokens=0"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=environment())
-    time.sleep(3.0)
+    # Signal once training runs (after step 0's evaluation and checkpoint). KNOWN BUG, open: a
+    # second SIGINT that lands while that first checkpoint is being written can end the process
+    # with glibc's "corrupted size vs. prev_size" abort (SIGABRT) instead of the signal; see the
+    # README ("Stopping, resuming"). This test checks the signals in the training loop.
+    deadline = time.monotonic() + 60
+    for line in process.stdout:
+        if "val loss improved, saved" in line or time.monotonic() > deadline:
+            break
+    time.sleep(0.5)
     process.send_signal(signal.SIGINT)
     time.sleep(0.1)  # two signals sent at once can merge into one pending signal
     process.send_signal(signal.SIGINT)
