@@ -89,9 +89,7 @@ void on_stop_signal(int signal_number) {
     return;
   }
   if (rank_for_messages() <= 0) say_what_is_saved();
-  // Die of the signal itself (a shell shows 128 + N), as before this message existed.
-  ::signal(signal_number, SIG_DFL);
-  ::raise(signal_number);
+  ::_exit(128 + signal_number);
 }
 
 }  // namespace
