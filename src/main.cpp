@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/thread_budget.h"
 #include "core/error.h"
+#include "core/signal_thread.h"
 
 namespace {
 
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   }
   try {
     folio::prepare_threads_before_parallel_work(argv);
+    folio::receive_stop_signals_on_their_own_thread();  // why: core/signal_thread.h
     if (first == "help") {  // folio help CMD: as folio CMD --help
       char help_flag[] = "--help";
       char* help_argv[] = {argv[0], argv[2], help_flag};

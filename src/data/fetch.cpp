@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "core/signal_thread.h"
 
 namespace folio {
 
@@ -34,7 +35,7 @@ void download_checked(const std::string& url, const std::string& sha256, const s
   const std::string partial = path + ".download";
   const std::string command =
       "curl -fsSL --max-time 120 -o '" + partial + "' '" + url + "' 2>/dev/null";
-  const int status = std::system(command.c_str());
+  const int status = run_shell_command(command);
   const auto failed = [&](const std::string& why) {
     std::error_code ignored;
     std::filesystem::remove(partial, ignored);
