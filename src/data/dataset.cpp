@@ -59,16 +59,18 @@ Dataset load_token_folder(const std::string& dir, const std::string& spec, const
   const bool shards = !shard_paths(dir, "train").empty() || !shard_paths(dir, "val").empty();
   const std::vector<std::string> train = split_files(dir, "train", shards);
   const std::vector<std::string> val = split_files(dir, "val", shards);
-  const std::string layout =
-      shards ? "llm.c shards (train_000000.bin ..., val_000000.bin ...)" : "train.bin + val.bin";
   if (train.empty() && val.empty())
     throw Error("the folder " + dir +
                 " holds no token files: it needs train.bin + val.bin (nanoGPT) or "
                 "train_000000.bin ... + val_000000.bin ... (llm.c); " + kMakeTokens);
-  if (train.empty() || val.empty())
-    throw Error("the folder " + dir + " has " + layout + " for the " +
-                (train.empty() ? "val split but none for train" : "train split but none for val") +
-                ": both splits are needed; " + kMakeTokens);
+  const auto name = [&](const std::string& split) {
+    return shards ? split + " shards (" + split + "_000000.bin ...)" : split + ".bin";
+  };
+  if (train.empty() || val.empty()) {
+    const std::string has = train.empty() ? "val" : "train", lacks = train.empty() ? "train" : "val";
+    throw Error("the folder " + dir + " has " + name(has) + " but no " + name(lacks) +
+                ": training needs both splits; " + kMakeTokens);
+  }
   return Dataset::from_token_files(dir, train, val, folder_tokenizer(dir, spec, model));
 }
 
