@@ -155,6 +155,8 @@ TEST(TokenizerInterface, CheckpointsAndTrainingStatesCarryTheBpeTokenizer) {
   const Tokenizer other(std::make_shared<const ByteLevelBpe>(
       train_byte_level_bpe("quite another text, with other merges in it", 280, 1)));
   EXPECT_FALSE(loaded.tokenizer == other);
+  EXPECT_EQ(loaded.tokenizer.difference(other).rfind("token ", 0), 0u)  // the first that differs
+      << loaded.tokenizer.difference(other);
   EXPECT_FALSE(loaded.tokenizer == Tokenizer(Vocabulary::from_text(U"ab")));
 
   TrainingState state;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "tokenizer/byte_level_bpe.h"
 
 namespace folio {
 
@@ -47,9 +48,9 @@ Tokenizer folder_tokenizer(const std::string& dir, const std::string& spec, cons
   Tokenizer given = Tokenizer::load(spec);
   if (has_own) {
     const Tokenizer beside = Tokenizer::load(own.string());
-    if (!(beside == given))
+    if (const std::string difference = given.difference(beside); !difference.empty())
       throw Error("--tokenizer " + spec + " (" + given.description() + ") is not the tokenizer " +
-                  own.string() + " (" + beside.description() +
+                  own.string() + " (" + beside.description() + "; " + difference +
                   ") that made the token files: drop --tokenizer, or remake the folder with it");
   }
   return given;
@@ -110,6 +111,14 @@ Dataset Dataset::from_token_files(const std::string& path,
   };
   dataset.train_ = open(train_files);
   dataset.val_ = open(val_files);
+  // The tokenizer too: ranks that read the same ids through different tokenizers disagree.
+  const BpeDefinition& definition = dataset.tokenizer_.bpe()->definition();
+  std::string tokenizer_text = definition.pattern;
+  for (const std::string& token : definition.tokens)
+    tokenizer_text += std::to_string(token.size()) + ":" + token;
+  for (const auto& [left, right] : definition.merges)
+    tokenizer_text += std::to_string(left) + " " + std::to_string(right) + "\n";
+  identity += "tokenizer " + sha256_hex(tokenizer_text) + "\n";
   dataset.identity_ = sha256_hex(identity);
   return dataset;
 }
@@ -144,10 +153,11 @@ Dataset load_dataset(const std::string& path, double train_fraction,
     dataset = Dataset::from_text(
         load_text_dataset(path, train_fraction, model ? model->characters() : nullptr, on_progress));
   }
-  if (model != nullptr && !(dataset.tokenizer() == *model))
+  if (model == nullptr) return dataset;
+  if (const std::string difference = dataset.tokenizer().difference(*model); !difference.empty())
     throw Error("the tokenizer of " + path + " (" + dataset.tokenizer().description() +
-                ") is not the one of " + model_name + " (" + model->description() +
-                "): prepare the data with the model's tokenizer");
+                ") is not the one of " + model_name + " (" + model->description() + "; " +
+                difference + "): prepare the data with the model's tokenizer");
   return dataset;
 }
 

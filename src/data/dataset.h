@@ -32,7 +32,7 @@ class Dataset {
   // What identifies the data in rank checks and on --resume (a sha256 in hex). A text: its
   // bytes' sha256. Token files: a cheap identity, not a hash of every byte (a 9-billion-token
   // corpus would take a minute per start): each file's name and token count and the sha256 of
-  // its first and last 2^20 ids.
+  // its first and last 2^20 ids, and a sha256 of the tokenizer's tokens and merges.
   const std::string& identity() const { return identity_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const TokenSequence& train() const { return train_; }

@@ -72,13 +72,28 @@ std::optional<int32_t> Tokenizer::end_of_text() const {
 
 int32_t Tokenizer::start_token() const { return end_of_text().value_or(0); }
 
-bool Tokenizer::operator==(const Tokenizer& other) const {
-  if (is_characters() != other.is_characters()) return false;
-  if (!bpe_) return characters_.symbols() == other.characters_.symbols();
-  if (bpe_ == other.bpe_) return true;
+std::string Tokenizer::difference(const Tokenizer& other) const {
+  if (is_characters() != other.is_characters())
+    return "one reads characters, the other is a byte-level BPE";
+  if (size() != other.size())
+    return std::to_string(size()) + " ids against " + std::to_string(other.size());
+  if (!bpe_)
+    return characters_.symbols() == other.characters_.symbols() ? "" : "different characters";
+  if (bpe_ == other.bpe_) return "";
   const BpeDefinition &a = bpe_->definition(), &b = other.bpe_->definition();
-  return a.tokens == b.tokens && a.used == b.used && a.merges == b.merges &&
-         a.specials == b.specials && a.pattern == b.pattern && a.ignore_merges == b.ignore_merges;
+  for (size_t id = 0; id < a.tokens.size(); ++id)
+    if (a.used[id] != b.used[id] || a.tokens[id] != b.tokens[id])
+      return "token " + std::to_string(id) + " is '" + bytes_to_alphabet(a.tokens[id]) +
+             "' against '" + bytes_to_alphabet(b.tokens[id]) + "'";
+  if (a.merges.size() != b.merges.size())
+    return std::to_string(a.merges.size()) + " merges against " + std::to_string(b.merges.size());
+  for (size_t rank = 0; rank < a.merges.size(); ++rank)
+    if (a.merges[rank] != b.merges[rank])
+      return "merge " + std::to_string(rank + 1) + " differs";
+  if (a.specials != b.specials) return "different special tokens";
+  if (a.pattern != b.pattern) return "different pre-tokenisation patterns";
+  if (a.ignore_merges != b.ignore_merges) return "ignore_merges differs";
+  return "";
 }
 
 namespace {

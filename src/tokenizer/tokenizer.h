@@ -59,7 +59,10 @@ class Tokenizer {
   const ByteLevelBpe* bpe() const { return bpe_.get(); }
 
   // Same kind and same ids for the same text (BPE: vocabulary, merges, specials and pattern).
-  bool operator==(const Tokenizer& other) const;
+  bool operator==(const Tokenizer& other) const { return difference(other).empty(); }
+  // What tells the two apart, in words for an error message ("" when they are the same): the
+  // kind, the number of ids, or the first token, merge or special token that differs.
+  std::string difference(const Tokenizer& other) const;
 
  private:
   Vocabulary characters_;

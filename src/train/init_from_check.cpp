@@ -52,11 +52,12 @@ std::string vocabulary_mismatch(const Vocabulary& checkpoint_vocabulary,
 
 std::string init_from_mismatch(const LoadedCheckpoint& checkpoint, const ModelShape& run_shape,
                                const Tokenizer& data_tokenizer) {
-  if (!(checkpoint.tokenizer == data_tokenizer)) {
+  if (const std::string difference = checkpoint.tokenizer.difference(data_tokenizer);
+      !difference.empty()) {
     if (checkpoint.tokenizer.characters() && data_tokenizer.characters())
       return vocabulary_mismatch(*checkpoint.tokenizer.characters(), *data_tokenizer.characters());
     return "its tokenizer (" + checkpoint.tokenizer.description() +
-           ") is not the data's tokenizer (" + data_tokenizer.description() +
+           ") is not the data's tokenizer (" + data_tokenizer.description() + "; " + difference +
            "): prepare the data with the checkpoint's tokenizer (folio export writes it, "
            "or pass the tokenizer the model came with to folio prepare --tokenizer)";
   }
