@@ -83,8 +83,8 @@ TEST(TokenData, BatchesFromMappedShardsEqualBatchesFromTheSameIdsInMemory) {
     const std::vector<uint32_t> ids = random_ids(5000, uint32_t(vocab), uint32_t(vocab));
     const std::vector<int32_t> in_memory(ids.begin(), ids.end());
     // Shards of 1234, 40 (shorter than a window) and 3726 tokens: windows cross both boundaries.
-    const std::vector<TokenFile> files = write_shards(dir, "v" + std::to_string(vocab), ids,
-                                                      {1234, 40}, vocab);
+    const std::vector<TokenFile> files =
+        write_shards(dir, "v" + std::to_string(vocab), ids, {1234, 40}, vocab);
     const TokenSequence mapped({&files[0], &files[1], &files[2]});
     std::vector<int32_t> across(100);
     mapped.copy(1200, 100, across.data());  // from shard 0 through shard 1 into shard 2
@@ -149,7 +149,8 @@ TEST(TokenizerInterface, CheckpointsAndTrainingStatesCarryTheBpeTokenizer) {
   const LoadedCheckpoint loaded = load_checkpoint(dir.file("ckpt.safetensors"), Config{}, nullptr);
   EXPECT_FALSE(loaded.tokenizer.is_characters());
   EXPECT_TRUE(loaded.tokenizer == tokenizer);
-  EXPECT_EQ(loaded.tokenizer.encode("not the question", "x"), tokenizer.encode("not the question", "x"));
+  EXPECT_EQ(loaded.tokenizer.encode("not the question", "x"),
+            tokenizer.encode("not the question", "x"));
   EXPECT_EQ(loaded.shape.vocab_size, tokenizer.size());
   // Another BPE of the same size is not the same tokenizer.
   const Tokenizer other(std::make_shared<const ByteLevelBpe>(
@@ -209,7 +210,8 @@ TEST(TokenData, AFolderNeedsBothSplitsAndOneTokenizer) {
   // A char model cannot read it; a model of another tokenizer is named beside the data's.
   const Tokenizer characters = Vocabulary::from_text(U"ab");
   EXPECT_NE(load_error("", &characters).find("reads characters"), std::string::npos);
-  const Tokenizer other(std::make_shared<const ByteLevelBpe>(train_byte_level_bpe("abcabc", 259, 1)));
+  const Tokenizer other(
+      std::make_shared<const ByteLevelBpe>(train_byte_level_bpe("abcabc", 259, 1)));
   const std::string mismatch = load_error(tokenizer_file, &other);
   EXPECT_NE(mismatch.find("257 tokens"), std::string::npos) << mismatch;
   EXPECT_NE(mismatch.find("259 tokens"), std::string::npos) << mismatch;

@@ -51,8 +51,8 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
       session.data_path = resolve_data_path("");
     }
     if (!session.data_path.empty())
-      session.data = Dataset::from_text(
-          load_text_dataset(session.data_path, base_config.train_fraction));
+      session.data =
+          Dataset::from_text(load_text_dataset(session.data_path, base_config.train_fraction));
     session.checkpoint = load_checkpoint(
         file, base_config, session.data ? session.data->tokenizer().characters() : nullptr);
   }

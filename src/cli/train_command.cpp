@@ -12,8 +12,8 @@
 #include "cli/thread_budget.h"
 #include "config/presets.h"
 #include "core/error.h"
-#include "data/fetch.h"
 #include "data/dataset.h"
+#include "data/fetch.h"
 #include "distributed/launch_environment.h"
 #include "distributed/local_ranks.h"
 #include "distributed/make_communicator.h"
@@ -191,10 +191,9 @@ int train_command(Arguments& arguments) {
   const std::string data_path = resolve_data_path(config.data);
   TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),
                          !quiet && env.rank == 0);
-  const Dataset data =
-      load_dataset(data_path, config.train_fraction, config.tokenizer,
-                   state ? &state->tokenizer : nullptr, "the resumed run in " + resume_dir,
-                   [&](double fraction) { preparing.set_done(fraction); });
+  const Dataset data = load_dataset(
+      data_path, config.train_fraction, config.tokenizer, state ? &state->tokenizer : nullptr,
+      "the resumed run in " + resume_dir, [&](double fraction) { preparing.set_done(fraction); });
   preparing.finish();
   check_dataset_fits(data, config.block_size);
   if (data.tokenizer().size() == 1 && env.rank == 0)

@@ -21,9 +21,9 @@ void copy_window(Batch& batch, int row, const TokenSequence& split, uint64_t sta
 void fill_random_batch(Batch& batch, const TokenSequence& split, uint64_t seed,
                        RandomPurpose purpose, uint32_t step, uint32_t first_window) {
   for (int b = 0; b < batch.batch_size; ++b)
-    copy_window(batch, b, split,
-                random_window_start(seed, purpose, step, first_window + b, split.size(),
-                                    batch.block_size));
+    copy_window(
+        batch, b, split,
+        random_window_start(seed, purpose, step, first_window + b, split.size(), batch.block_size));
 }
 
 void fill_random_tokens(Batch& batch, uint64_t seed, uint32_t step, uint32_t first_window,

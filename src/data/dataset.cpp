@@ -35,7 +35,8 @@ std::vector<std::string> split_files(const std::string& dir, const std::string& 
 
 // The tokenizer of the folder `dir`: --tokenizer, else its tokenizer.json, else the model's;
 // --tokenizer and the folder's own tokenizer.json must agree.
-Tokenizer folder_tokenizer(const std::string& dir, const std::string& spec, const Tokenizer* model) {
+Tokenizer folder_tokenizer(const std::string& dir, const std::string& spec,
+                           const Tokenizer* model) {
   const fs::path own = fs::path(dir) / "tokenizer.json";
   const bool has_own = fs::is_regular_file(own);
   if (spec.empty()) {
@@ -63,12 +64,14 @@ Dataset load_token_folder(const std::string& dir, const std::string& spec, const
   if (train.empty() && val.empty())
     throw Error("the folder " + dir +
                 " holds no token files: it needs train.bin + val.bin (nanoGPT) or "
-                "train_000000.bin ... + val_000000.bin ... (llm.c); " + kMakeTokens);
+                "train_000000.bin ... + val_000000.bin ... (llm.c); " +
+                kMakeTokens);
   const auto name = [&](const std::string& split) {
     return shards ? split + " shards (" + split + "_000000.bin ...)" : split + ".bin";
   };
   if (train.empty() || val.empty()) {
-    const std::string has = train.empty() ? "val" : "train", lacks = train.empty() ? "train" : "val";
+    const std::string has = train.empty() ? "val" : "train",
+                      lacks = train.empty() ? "train" : "val";
     throw Error("the folder " + dir + " has " + name(has) + " but no " + name(lacks) +
                 ": training needs both splits; " + kMakeTokens);
   }
@@ -145,13 +148,14 @@ Dataset load_dataset(const std::string& path, double train_fraction,
     if (model != nullptr && !model->is_characters())
       throw Error(model_name + " reads " + model->description() + " tokens, and " + path +
                   " is not a folder of token files: tokenise the text once with folio prepare "
-                  "--data " + path + " --tokenizer TOKENIZER --out DIR and pass --data DIR");
+                  "--data " +
+                  path + " --tokenizer TOKENIZER --out DIR and pass --data DIR");
     if (!tokenizer_spec.empty())
       throw Error("--tokenizer is for a folder of token files, and " + path +
-                  " is a text file (trained on its characters): run folio prepare --data " +
-                  path + " --tokenizer " + tokenizer_spec + " --out DIR and pass --data DIR");
-    dataset = Dataset::from_text(
-        load_text_dataset(path, train_fraction, model ? model->characters() : nullptr, on_progress));
+                  " is a text file (trained on its characters): run folio prepare --data " + path +
+                  " --tokenizer " + tokenizer_spec + " --out DIR and pass --data DIR");
+    dataset = Dataset::from_text(load_text_dataset(
+        path, train_fraction, model ? model->characters() : nullptr, on_progress));
   }
   if (model == nullptr) return dataset;
   if (const std::string difference = dataset.tokenizer().difference(*model); !difference.empty())

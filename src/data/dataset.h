@@ -25,7 +25,8 @@ class Dataset {
   static Dataset from_text(TextDataset text);
   // The token files `train_files` and `val_files` (in order), read with `tokenizer`; `path`
   // names the folder. Every id is checked below the tokenizer's size.
-  static Dataset from_token_files(const std::string& path, const std::vector<std::string>& train_files,
+  static Dataset from_token_files(const std::string& path,
+                                  const std::vector<std::string>& train_files,
                                   const std::vector<std::string>& val_files, Tokenizer tokenizer);
 
   const std::string& path() const { return path_; }

@@ -9,7 +9,9 @@
 namespace folio {
 
 EpochSampler::EpochSampler(const TokenSequence& split, int block_size, uint64_t seed)
-    : split_(split), block_size_(block_size), seed_(seed),
+    : split_(split),
+      block_size_(block_size),
+      seed_(seed),
       window_count_(split.size() - static_cast<size_t>(block_size)) {
   if (split.size() <= static_cast<size_t>(block_size))
     throw Error("internal: the train split is shorter than a window");

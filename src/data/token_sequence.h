@@ -19,7 +19,7 @@ class TokenSequence {
  public:
   TokenSequence() = default;
   // Ids in memory (implicit: a span of char ids is a sequence).
-  TokenSequence(std::span<const int32_t> ids);           // NOLINT(google-explicit-constructor)
+  TokenSequence(std::span<const int32_t> ids);    // NOLINT(google-explicit-constructor)
   TokenSequence(const std::vector<int32_t>& ids)  // NOLINT(google-explicit-constructor)
       : TokenSequence(std::span<const int32_t>(ids)) {}
   // The files one after another, in this order.

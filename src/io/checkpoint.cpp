@@ -75,8 +75,7 @@ size_t loadable_values(const SafetensorsFile& file) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
-                     const Tokenizer& tokenizer, int64_t step, double train_loss,
-                     double val_loss) {
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss) {
   const std::vector<float> flat = model.read_parameters();
   for (size_t i = 0; i < flat.size(); ++i)
     if (!std::isfinite(flat[i]))

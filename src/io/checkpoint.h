@@ -42,8 +42,7 @@ bool is_folio_checkpoint(const SafetensorsFile& file);
 
 // Writes atomically (see write_safetensors); a failure leaves the previous file intact.
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
-                     const Tokenizer& tokenizer, int64_t step, double train_loss,
-                     double val_loss);
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
 
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then
 // `data_vocabulary` is required (nullptr is an error saying to pass --data): such files are

@@ -155,8 +155,8 @@ std::string summary_text(const CheckpointSummary& summary) {
                         : "\n");
   }
   if (const Vocabulary* characters = checkpoint.tokenizer.characters())
-    row("vocabulary", std::to_string(characters->size()) + " characters: " +
-                          printable_vocabulary(*characters));
+    row("vocabulary",
+        std::to_string(characters->size()) + " characters: " + printable_vocabulary(*characters));
   else
     row("tokenizer", checkpoint.tokenizer.description());
   out << "config\n";

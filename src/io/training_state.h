@@ -20,7 +20,7 @@ namespace folio {
 struct TrainingState {
   Config config;
   Tokenizer tokenizer;
-  std::string data_sha256;  // the data's identity (data/dataset.h)
+  std::string data_sha256;       // the data's identity (data/dataset.h)
   int64_t steps_done = 0;        // the next step to run
   int64_t optimizer_steps = 0;   // AdamW's bias-correction counter
   double best_val_loss = 0;      // +infinity before the first evaluation

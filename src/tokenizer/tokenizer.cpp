@@ -33,8 +33,8 @@ int Tokenizer::size() const {
 std::string Tokenizer::description() const {
   if (!bpe_) return std::to_string(characters_.size()) + " characters";
   std::string text = "byte-level BPE, " + std::to_string(size()) + " tokens";
-  if (const auto end = end_of_text()) text += " (" + std::string(kEndOfText) + " = " +
-                                              std::to_string(*end) + ")";
+  if (const auto end = end_of_text())
+    text += " (" + std::string(kEndOfText) + " = " + std::to_string(*end) + ")";
   return text;
 }
 
@@ -70,7 +70,9 @@ std::optional<int32_t> Tokenizer::end_of_text() const {
   return id ? std::optional<int32_t>(static_cast<int32_t>(*id)) : std::nullopt;
 }
 
-int32_t Tokenizer::start_token() const { return end_of_text().value_or(0); }
+int32_t Tokenizer::start_token() const {
+  return end_of_text().value_or(0);
+}
 
 std::string Tokenizer::difference(const Tokenizer& other) const {
   if (is_characters() != other.is_characters())
@@ -88,8 +90,7 @@ std::string Tokenizer::difference(const Tokenizer& other) const {
   if (a.merges.size() != b.merges.size())
     return std::to_string(a.merges.size()) + " merges against " + std::to_string(b.merges.size());
   for (size_t rank = 0; rank < a.merges.size(); ++rank)
-    if (a.merges[rank] != b.merges[rank])
-      return "merge " + std::to_string(rank + 1) + " differs";
+    if (a.merges[rank] != b.merges[rank]) return "merge " + std::to_string(rank + 1) + " differs";
   if (a.specials != b.specials) return "different special tokens";
   if (a.pattern != b.pattern) return "different pre-tokenisation patterns";
   if (a.ignore_merges != b.ignore_merges) return "ignore_merges differs";
@@ -106,7 +107,7 @@ size_t whole_prefix(std::string_view text) {
   for (size_t back = 1; back <= 3 && back <= n; ++back) {
     const auto byte = static_cast<unsigned char>(text[n - back]);
     if ((byte & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t length = byte >= 0xF0 && byte <= 0xF4   ? 4
+    const size_t length = byte >= 0xF0 && byte <= 0xF4  ? 4
                           : byte >= 0xE0 && byte < 0xF0 ? 3
                           : byte >= 0xC2 && byte < 0xE0 ? 2
                                                         : 1;
@@ -125,6 +126,8 @@ std::string StreamingDecoder::push(int32_t id) {
   return ready;
 }
 
-std::string StreamingDecoder::finish() { return std::exchange(pending_, std::string()); }
+std::string StreamingDecoder::finish() {
+  return std::exchange(pending_, std::string());
+}
 
 }  // namespace folio

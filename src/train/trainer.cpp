@@ -49,8 +49,8 @@ std::string agreement_digest(const Config& config, const std::string& data_sha25
 
 class Trainer {
  public:
-  Trainer(const Config& config, const Dataset& data, Backend& backend,
-          Communicator& communicator, const TrainOptions& options);
+  Trainer(const Config& config, const Dataset& data, Backend& backend, Communicator& communicator,
+          const TrainOptions& options);
   TrainResult run();
 
  private:
