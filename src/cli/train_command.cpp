@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/fetch.h"
+#include "data/token_shards.h"
 #include "distributed/launch_environment.h"
 #include "distributed/local_ranks.h"
 #include "distributed/make_communicator.h"
@@ -34,7 +35,9 @@ const std::vector<std::string> kTrainOptions = {"config", "init_from", "resume",
 void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
   if (config.data.empty() && !env.sagemaker_data_dir.empty()) {
     const std::filesystem::path dir(env.sagemaker_data_dir);
-    if (std::filesystem::exists(dir / "input.txt")) {
+    if (std::filesystem::exists(dir / "train.bin") || !shard_paths(dir, "train").empty()) {
+      config.data = dir.string();  // a channel of token files (folio prepare's folder)
+    } else if (std::filesystem::exists(dir / "input.txt")) {
       config.data = (dir / "input.txt").string();
     } else {
       for (const auto& entry : std::filesystem::directory_iterator(dir))
