@@ -159,11 +159,13 @@ def read_safetensors(path):
 
 
 def load_folio_checkpoint(path):
-    """(model, config, vocabulary) from a folio checkpoint; strict but for `tril` buffers."""
+    """(model, config, vocabulary) from a folio checkpoint; strict but for `tril` buffers. The
+    vocabulary is a char model's characters, or None for a BPE model (its tokenizer.json text is
+    metadata["tokenizer"])."""
     state, metadata = read_safetensors(path)
     cfg = json.loads(metadata["config"])
-    vocab = list(metadata["vocab"])
-    model = GPTLanguageModel(cfg, len(vocab))
+    vocab = list(metadata["vocab"]) if "vocab" in metadata else None
+    model = GPTLanguageModel(cfg, state["token_embedding_table.weight"].shape[0])
     result = model.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys if not k.endswith(".tril")]
     if missing or result.unexpected_keys:
@@ -199,6 +201,9 @@ def main():
     parser.add_argument("--data", required=True)
     args = parser.parse_args()
     model, cfg, vocab = load_folio_checkpoint(args.ckpt)
+    if vocab is None:
+        sys.exit(f"{args.ckpt} is a BPE model: this script evaluates char models on a text; "
+                 "use folio eval --ckpt CKPT --data TOKEN_DIR")
     stoi = {ch: i for i, ch in enumerate(vocab)}
     text = read_text(args.data)
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)

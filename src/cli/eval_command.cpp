@@ -1,4 +1,4 @@
-// folio eval --ckpt FILE --data FILE.txt: the exact mean loss over every consecutive
+// folio eval --ckpt FILE --data FILE.txt|DIR: the exact mean loss over every consecutive
 // block_size window of each split (dropout off), as one JSON line.
 #include <iostream>
 
@@ -16,11 +16,12 @@ namespace folio {
 namespace {
 
 constexpr const char* kEvalHelp =
-    "usage: folio eval --ckpt FILE [--data FILE.txt] [--batch_size N] [--device cpu|cuda|auto] "
+    "usage: folio eval --ckpt FILE [--data FILE.txt|DIR] [--batch_size N] [--device cpu|cuda|auto] "
     "[--threads N] [--quiet]\n\n"
     "Prints one JSON line, {\"block_size\":...,\"train_loss\":...,\"train_windows\":...,"
     "\"val_loss\":...,\"val_windows\":...}:\nthe mean loss over all consecutive "
-    "non-overlapping block_size windows of each split, dropout off. Without --data the text is\n"
+    "non-overlapping block_size windows of each split, dropout off. DIR is a folder of token "
+    "files (folio prepare) of the checkpoint's tokenizer.\nWithout --data the data is "
     "the one the checkpoint was trained on (its recorded data path, or tiny-Shakespeare, fetched "
     "if absent). Progress goes to stderr\nunless --quiet.\n";
 

@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "data/vocabulary.h"
 #include "model/model_shape.h"
+#include "tokenizer/tokenizer.h"
 
 namespace folio {
 
@@ -24,7 +25,7 @@ class SafetensorsFile;
 struct LoadedCheckpoint {
   std::string path;
   Config config;
-  Vocabulary vocabulary;
+  Tokenizer tokenizer;
   ModelShape shape;
   std::vector<float> parameters;  // flat, in the ParameterLayout of `shape`
   bool written_by_folio = false;
@@ -41,11 +42,11 @@ bool is_folio_checkpoint(const SafetensorsFile& file);
 
 // Writes atomically (see write_safetensors); a failure leaves the previous file intact.
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
-                     const Vocabulary& vocabulary, int64_t step, double train_loss,
-                     double val_loss);
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
 
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then
-// `data_vocabulary` is required (nullptr is an error saying to pass --data).
+// `data_vocabulary` is required (nullptr is an error saying to pass --data): such files are
+// char models of the seed's structure.
 LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
                                  const Vocabulary* data_vocabulary);
 // The same from a file already read (or parsed from memory, as the fuzz tests do).

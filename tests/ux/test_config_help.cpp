@@ -81,12 +81,13 @@ TEST(ConfigScope, ResumeAndRankRulesFollowFromTheScope) {
     if (may_change_on_resume(key)) resume_may_change.insert(key.name);
     if (!ranks_must_agree(key)) ranks_may_differ.insert(key.name);
   }
-  EXPECT_EQ(resume_may_change,
-            (std::set<std::string>{"max_iters", "log_interval", "sample_tokens",
-                                   "checkpoint_interval", "data", "out_dir", "device", "threads",
-                                   "dist_timeout"}));
-  EXPECT_EQ(ranks_may_differ, (std::set<std::string>{"data", "out_dir", "device", "threads",
-                                                     "dist_timeout"}));
+  EXPECT_EQ(
+      resume_may_change,
+      (std::set<std::string>{"max_iters", "log_interval", "sample_tokens", "checkpoint_interval",
+                             "data", "out_dir", "device", "threads", "dist_timeout", "tokenizer"}));
+  // data and tokenizer are paths: the ranks check the data's identity (tokenizer included).
+  EXPECT_EQ(ranks_may_differ, (std::set<std::string>{"data", "tokenizer", "out_dir", "device",
+                                                     "threads", "dist_timeout"}));
   for (const char* structural : {"n_layer", "n_head", "n_embd", "head_size", "block_size", "bias",
                                  "activation", "tie_weights"})
     EXPECT_EQ(find_config_key(structural)->scope, ConfigScope::kModel) << structural;
