@@ -48,16 +48,15 @@ std::string torch_name(const ModelShape& shape, const std::string& name) {
   return name;
 }
 
-namespace {
-
-// The name of head h's rows `which` of block `layer`'s fused qkv weight or bias (`kind`).
-std::string head_name(const ModelShape& shape, int layer, int head, int which,
-                      const std::string& kind) {
+std::string torch_head_name(const ModelShape& shape, int layer, int head, int which,
+                            const std::string& kind) {
   const bool seed004 = shape.torch_names == TorchNames::kSeed004;
   return torch_name(shape, "blocks." + std::to_string(layer) + ".sa.") + "heads." +
          std::to_string(head) + "." +
          (seed004 ? kSeed004Projections : kSeed000Projections)[which] + "." + kind;
 }
+
+namespace {
 
 // For blocks.<layer>.sa.qkv.weight and .bias: the layer and "weight" or "bias".
 bool is_qkv(const ParameterTensor& tensor, int& layer, std::string& kind) {
@@ -102,7 +101,7 @@ std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
       for (int which = 0; which < 3; ++which)
         for (int h = 0; h < shape.n_head; ++h) {
           const float* rows = values + (static_cast<size_t>(which) * A + h * hs) * width;
-          out.push_back({head_name(shape, layer, h, which, kind), head_shape(tensor, hs),
+          out.push_back({torch_head_name(shape, layer, h, which, kind), head_shape(tensor, hs),
                          std::vector<float>(rows, rows + hs * width)});
         }
       continue;
@@ -143,7 +142,7 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
       for (int which = 0; which < 3; ++which)
         for (int h = 0; h < shape.n_head; ++h) {
           const std::vector<float> rows =
-              read(head_name(shape, layer, h, which, kind), head_shape(tensor, hs));
+              read(torch_head_name(shape, layer, h, which, kind), head_shape(tensor, hs));
           std::copy(rows.begin(), rows.end(),
                     values + (static_cast<size_t>(which) * A + h * hs) * width);
         }

@@ -31,6 +31,10 @@ struct NamedTensor {
 // The name that a tensor or module named as in seed 000 (folio's own names, as
 // "blocks.0.ffwd.net.3") has in the shape's PyTorch model (torch_names).
 std::string torch_name(const ModelShape& shape, const std::string& seed000_name);
+// The per-head module tensor holding head `head`'s rows `which` (0 queries, 1 keys, 2 values) of
+// block `layer`'s fused qkv `kind` ("weight" or "bias").
+std::string torch_head_name(const ModelShape& shape, int layer, int head, int which,
+                            const std::string& kind);
 
 std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
                                             const ParameterLayout& layout,
