@@ -2,7 +2,8 @@
 
 The model classes are seed 000's (Head, MultiHeadAttention, FeedFoward, Block,
 GPTLanguageModel), with the switches folio's configs have: activation (relu|gelu), bias
-(Linear and LayerNorm biases), tie_weights (lm_head shares the token embedding) and head_size
+(Linear and LayerNorm biases), qkv_bias (key/query/value biases), block_order
+(pre_norm|post_norm), tie_weights (lm_head shares the token embedding) and head_size
 (n_embd // n_head by default). With the defaults it is seed 000's model exactly. Checkpoints
 written with torch_names = seed004 load into seed 004's own model instead (seed004_model.py).
 
@@ -42,9 +43,10 @@ class Head(nn.Module):
 
     def __init__(self, cfg, head_size):
         super().__init__()
-        self.key = nn.Linear(cfg["n_embd"], head_size, bias=False)
-        self.query = nn.Linear(cfg["n_embd"], head_size, bias=False)
-        self.value = nn.Linear(cfg["n_embd"], head_size, bias=False)
+        qkv_bias = cfg.get("qkv_bias", False)
+        self.key = nn.Linear(cfg["n_embd"], head_size, bias=qkv_bias)
+        self.query = nn.Linear(cfg["n_embd"], head_size, bias=qkv_bias)
+        self.value = nn.Linear(cfg["n_embd"], head_size, bias=qkv_bias)
         block_size = cfg["block_size"]
         self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
         self.dropout = nn.Dropout(cfg["dropout"])
@@ -102,8 +104,14 @@ class Block(nn.Module):
         self.ffwd = FeedFoward(cfg)
         self.ln1 = LayerNorm(cfg["n_embd"], cfg["bias"])
         self.ln2 = LayerNorm(cfg["n_embd"], cfg["bias"])
+        self.post_norm = cfg.get("block_order", "pre_norm") == "post_norm"
 
     def forward(self, x):
+        if self.post_norm:  # seed 004's order: the normalised stream replaces the residual one
+            x = self.ln1(x)
+            x = x + self.sa(x)
+            x = self.ln2(x)
+            return x + self.ffwd(x)
         x = x + self.sa(self.ln1(x))
         x = x + self.ffwd(self.ln2(x))
         return x
