@@ -51,8 +51,7 @@ TEST(Config, PresetsHaveTheirRecipes) {
   EXPECT_NO_THROW(validate_config(seed004));
   Config scaled = seed004;
   scaled.scaled_residual_init = true;  // scales init_std, which torch_default does not use
-  EXPECT_NE(error_of([&] { validate_config(scaled); }).find("set init=normal"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { validate_config(scaled); }).find("set init=normal"), std::string::npos);
 
   const Config nano = load_config("nanogpt_char");
   EXPECT_EQ(nano.activation, "gelu");

@@ -96,14 +96,19 @@ TEST(Model, TorchDefaultInitHasPyTorchsDistributions) {
       const double x = p[t.offset + i];
       sum += x, squares += x * x, largest = std::max(largest, std::abs(x));
     }
-    return Moments{sum / t.size, squares / t.size - (sum / t.size) * (sum / t.size), largest, t.size};
+    return Moments{sum / t.size, squares / t.size - (sum / t.size) * (sum / t.size), largest,
+                   t.size};
   };
-  const std::vector<std::pair<std::string, int>> linear = {
-      {"blocks.0.sa.qkv.weight", 32},     {"blocks.1.sa.qkv.bias", 32},
-      {"blocks.0.sa.proj.weight", 30},    {"blocks.1.sa.proj.bias", 30},
-      {"blocks.0.ffwd.net.0.weight", 32}, {"blocks.1.ffwd.net.0.bias", 32},
-      {"blocks.1.ffwd.net.2.weight", 128}, {"blocks.0.ffwd.net.2.bias", 128},
-      {"lm_head.weight", 32},             {"lm_head.bias", 32}};
+  const std::vector<std::pair<std::string, int>> linear = {{"blocks.0.sa.qkv.weight", 32},
+                                                           {"blocks.1.sa.qkv.bias", 32},
+                                                           {"blocks.0.sa.proj.weight", 30},
+                                                           {"blocks.1.sa.proj.bias", 30},
+                                                           {"blocks.0.ffwd.net.0.weight", 32},
+                                                           {"blocks.1.ffwd.net.0.bias", 32},
+                                                           {"blocks.1.ffwd.net.2.weight", 128},
+                                                           {"blocks.0.ffwd.net.2.bias", 128},
+                                                           {"lm_head.weight", 32},
+                                                           {"lm_head.bias", 32}};
   for (const auto& [name, fan_in] : linear) {
     const double bound = 1.0 / std::sqrt(fan_in);
     const Moments m = moments(name);

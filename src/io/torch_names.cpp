@@ -37,7 +37,8 @@ std::string torch_name(const ModelShape& shape, const std::string& name) {
   // Seed 004 keeps its final LayerNorm as the last entry of its `blocks` list.
   if (starts_with(name, "ln_f.")) return "blocks." + std::to_string(shape.n_layer) + name.substr(4);
   for (const Rename& rename : kSeed004Model)
-    if (starts_with(name, rename.from)) return rename.to + name.substr(std::string(rename.from).size());
+    if (starts_with(name, rename.from))
+      return rename.to + name.substr(std::string(rename.from).size());
   if (starts_with(name, "blocks.")) {
     const size_t dot = name.find('.', 7);  // "blocks.<layer>.<rest>"
     const std::string rest = name.substr(dot + 1);
@@ -52,8 +53,8 @@ std::string torch_head_name(const ModelShape& shape, int layer, int head, int wh
                             const std::string& kind) {
   const bool seed004 = shape.torch_names == TorchNames::kSeed004;
   return torch_name(shape, "blocks." + std::to_string(layer) + ".sa.") + "heads." +
-         std::to_string(head) + "." +
-         (seed004 ? kSeed004Projections : kSeed000Projections)[which] + "." + kind;
+         std::to_string(head) + "." + (seed004 ? kSeed004Projections : kSeed000Projections)[which] +
+         "." + kind;
 }
 
 namespace {
@@ -148,8 +149,9 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
         }
       continue;
     }
-    const std::vector<float> data = read(
-        torch_name(shape, tensor.name), std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()));
+    const std::vector<float> data =
+        read(torch_name(shape, tensor.name),
+             std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()));
     std::copy(data.begin(), data.end(), values);
   }
   const std::string lm_head = torch_name(shape, "lm_head.weight");

@@ -75,8 +75,7 @@ GPT::GPT(Backend& backend, const ModelShape& shape)
   backend_.set_parameter_buffer(parameters(), layout_.total());  // a GPU keeps a bf16 mirror
 }
 
-void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init,
-                     InitScheme scheme) {
+void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init, InitScheme scheme) {
   std::vector<float> host(layout_.total());
   const double residual_std =
       scaled_residual_init ? init_std / std::sqrt(2.0 * shape_.n_layer) : init_std;
@@ -123,12 +122,16 @@ void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init,
         break;
       case InitKind::kLinearWeight:
       case InitKind::kResidualWeight:
-        if (torch_default) uniform();
-        else normal(tensor.init == InitKind::kResidualWeight ? residual_std : init_std);
+        if (torch_default)
+          uniform();
+        else
+          normal(tensor.init == InitKind::kResidualWeight ? residual_std : init_std);
         break;
       case InitKind::kLinearBias:
-        if (torch_default) uniform();
-        else constant(0.0f);
+        if (torch_default)
+          uniform();
+        else
+          constant(0.0f);
         break;
     }
   }
@@ -211,10 +214,10 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                                        C, F, shape_.activation);
     backend_.matmul_forward(model.branch, row.fc_act, w.fc2_weight, w.fc2_bias, rows, F, C);
     const NormTensors next = norm_after(activations_, weights_, l).from_row(first, C);
-    backend_.dropout_add_layernorm_forward(
-        row.residual_out, next.out, next.mean, next.rstd, post_norm ? row.ln2 : row.residual_mid,
-        model.branch, next.weight, next.bias, B, per_sample, C,
-        dropout.at(l, DropoutSite::kFeedForwardOutput));
+    backend_.dropout_add_layernorm_forward(row.residual_out, next.out, next.mean, next.rstd,
+                                           post_norm ? row.ln2 : row.residual_mid, model.branch,
+                                           next.weight, next.bias, B, per_sample, C,
+                                           dropout.at(l, DropoutSite::kFeedForwardOutput));
     x = row.residual_out;
   }
   // logits = lm_head(ln_f(x)), ln_f having run with the last residual add
@@ -313,8 +316,8 @@ void GPT::backward(float dloss) {
                              w.proj_weight, BT, A, C);
     backend_.attention_backward(act.d_qkv, act.d_att, block.qkv, block.attention_saved, B, T, H, hs,
                                 dropout.at(l, DropoutSite::kAttentionWeights));
-    backend_.matmul_backward(act.d_ln, g.qkv_weight, g.qkv_bias, act.d_qkv, block.ln1,
-                             w.qkv_weight, BT, C, 3 * A);
+    backend_.matmul_backward(act.d_ln, g.qkv_weight, g.qkv_bias, act.d_qkv, block.ln1, w.qkv_weight,
+                             BT, C, 3 * A);
     // ln1, fused with the previous block's feed-forward add
     norm_backward(l - 1, post_norm ? act.d_residual_mid : nullptr);
   }

@@ -1,7 +1,8 @@
 // The GPT of the seeds: token + position embedding, n_layer pre-LayerNorm blocks
 // (x + sa(ln1(x)), then x + ffwd(ln2(x))), or seed 004's post-LayerNorm ones (block_order), a
-// final LayerNorm and the lm_head, trained on the mean cross-entropy over all positions. forward() and backward() in gpt.cpp read top to bottom like
-// the seed's Python; every computation is a Backend op.
+// final LayerNorm and the lm_head, trained on the mean cross-entropy over all positions. forward()
+// and backward() in gpt.cpp read top to bottom like the seed's Python; every computation is a
+// Backend op.
 #pragma once
 
 #include <cstdint>

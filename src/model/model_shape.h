@@ -47,7 +47,8 @@ struct ModelShape {
     shape.activation = config.activation == "gelu" ? Activation::kGelu : Activation::kRelu;
     shape.block_order =
         config.block_order == "post_norm" ? BlockOrder::kPostNorm : BlockOrder::kPreNorm;
-    shape.torch_names = config.torch_names == "seed004" ? TorchNames::kSeed004 : TorchNames::kSeed000;
+    shape.torch_names =
+        config.torch_names == "seed004" ? TorchNames::kSeed004 : TorchNames::kSeed000;
     return shape;
   }
 };

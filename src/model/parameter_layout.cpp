@@ -65,9 +65,10 @@ ModelTensors bind_tensors(const ParameterLayout& layout, const ModelShape& shape
     const std::string p = "blocks." + std::to_string(l) + ".";
     t.layers.push_back(LayerTensors{
         pointer(p + "ln1.weight"), pointer(p + "ln1.bias"), pointer(p + "sa.qkv.weight"),
-        pointer(p + "sa.qkv.bias"), pointer(p + "sa.proj.weight"), pointer(p + "sa.proj.bias"), pointer(p + "ln2.weight"),
-        pointer(p + "ln2.bias"), pointer(p + "ffwd.net.0.weight"), pointer(p + "ffwd.net.0.bias"),
-        pointer(p + "ffwd.net.2.weight"), pointer(p + "ffwd.net.2.bias")});
+        pointer(p + "sa.qkv.bias"), pointer(p + "sa.proj.weight"), pointer(p + "sa.proj.bias"),
+        pointer(p + "ln2.weight"), pointer(p + "ln2.bias"), pointer(p + "ffwd.net.0.weight"),
+        pointer(p + "ffwd.net.0.bias"), pointer(p + "ffwd.net.2.weight"),
+        pointer(p + "ffwd.net.2.bias")});
   }
   t.lnf_weight = pointer("ln_f.weight");
   t.lnf_bias = pointer("ln_f.bias");
