@@ -9,6 +9,7 @@
 
 #include "config/presets.h"
 #include "io/checkpoint.h"
+#include "io/checkpoint_summary.h"
 #include "io/safetensors.h"
 #include "model/generate.h"
 #include "model/gpt.h"
@@ -360,6 +361,12 @@ TEST(Checkpoint, Seed004NamesAreItsModules) {
   const LoadedCheckpoint loaded = load_checkpoint(dir.file("ckpt.safetensors"), Config{}, nullptr);
   EXPECT_EQ(loaded.config.block_order, "post_norm");
   EXPECT_EQ(loaded.parameters, p);
+  // `folio info` names the preset and the options.
+  EXPECT_EQ(matching_preset(loaded.config), "seed004");
+  const std::string summary = summary_text({loaded, ""});
+  EXPECT_NE(summary.find("k/q/v biases, post_norm blocks, seed 004's module names"),
+            std::string::npos)
+      << summary;
 }
 
 TEST(Checkpoint, ForeignFilesNeedAVocabularyAndAMatchingStructure) {
