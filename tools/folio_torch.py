@@ -2,8 +2,10 @@
 
 The model classes are seed 000's (Head, MultiHeadAttention, FeedFoward, Block,
 GPTLanguageModel), with the switches folio's configs have: activation (relu|gelu), bias
-(Linear and LayerNorm biases), tie_weights (lm_head shares the token embedding) and head_size
-(n_embd // n_head by default). With the defaults it is seed 000's model exactly.
+(Linear and LayerNorm biases), qkv_bias (key/query/value biases), block_order
+(pre_norm|post_norm), tie_weights (lm_head shares the token embedding) and head_size
+(n_embd // n_head by default). With the defaults it is seed 000's model exactly. Checkpoints
+written with torch_names = seed004 load into seed 004's own model instead (seed004_model.py).
 
 Use as a library (tests import it) or as a script:
 
@@ -41,9 +43,10 @@ class Head(nn.Module):
 
     def __init__(self, cfg, head_size):
         super().__init__()
-        self.key = nn.Linear(cfg["n_embd"], head_size, bias=False)
-        self.query = nn.Linear(cfg["n_embd"], head_size, bias=False)
-        self.value = nn.Linear(cfg["n_embd"], head_size, bias=False)
+        qkv_bias = cfg.get("qkv_bias", False)
+        self.key = nn.Linear(cfg["n_embd"], head_size, bias=qkv_bias)
+        self.query = nn.Linear(cfg["n_embd"], head_size, bias=qkv_bias)
+        self.value = nn.Linear(cfg["n_embd"], head_size, bias=qkv_bias)
         block_size = cfg["block_size"]
         self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
         self.dropout = nn.Dropout(cfg["dropout"])
@@ -101,8 +104,14 @@ class Block(nn.Module):
         self.ffwd = FeedFoward(cfg)
         self.ln1 = LayerNorm(cfg["n_embd"], cfg["bias"])
         self.ln2 = LayerNorm(cfg["n_embd"], cfg["bias"])
+        self.post_norm = cfg.get("block_order", "pre_norm") == "post_norm"
 
     def forward(self, x):
+        if self.post_norm:  # seed 004's order: the normalised stream replaces the residual one
+            x = self.ln1(x)
+            x = x + self.sa(x)
+            x = self.ln2(x)
+            return x + self.ffwd(x)
         x = x + self.sa(self.ln1(x))
         x = x + self.ffwd(self.ln2(x))
         return x
@@ -165,7 +174,11 @@ def load_folio_checkpoint(path):
     state, metadata = read_safetensors(path)
     cfg = json.loads(metadata["config"])
     vocab = list(metadata["vocab"]) if "vocab" in metadata else None
-    model = GPTLanguageModel(cfg, state["token_embedding_table.weight"].shape[0])
+    if cfg.get("torch_names", "seed000") == "seed004":
+        import seed004_model  # beside this file
+        model = seed004_model.attention_model(cfg, len(vocab))
+    else:
+        model = GPTLanguageModel(cfg, state["token_embedding_table.weight"].shape[0])
     result = model.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys if not k.endswith(".tril")]
     if missing or result.unexpected_keys:

@@ -15,7 +15,7 @@ struct Preset {
 
 const std::vector<Preset>& presets();  // generated from configs/*.conf
 
-// "baby, nanogpt_char, shakespeare_char, tiny"
+// "baby, nanogpt_char, seed004, shakespeare_char, tiny"
 std::string preset_names();
 
 // Defaults, then the preset named `name_or_file`, or the file at that path.

@@ -40,27 +40,37 @@ Config infer_structure(const SafetensorsFile& file, Config config) {
                   "give an invalid structure: " + error.what());
     }
   };
-  const SafetensorsTensor& position = require("position_embedding_table.weight");
-  const SafetensorsTensor& token = require("token_embedding_table.weight");
+  // Seed 004's AttentionModel names its tensors otherwise (torch_names); it is always post_norm.
+  ModelShape naming;
+  if (file.find("token_emb.weight") != nullptr) {
+    naming.torch_names = TorchNames::kSeed004;
+    config.torch_names = "seed004";
+    config.block_order = "post_norm";
+  }
+  auto named = [&](const std::string& seed000_name) { return torch_name(naming, seed000_name); };
+  const SafetensorsTensor& position = require(named("position_embedding_table.weight"));
+  const SafetensorsTensor& token = require(named("token_embedding_table.weight"));
   if (position.shape.size() != 2 || token.shape.size() != 2)
     throw Error("checkpoint " + file.path() + ": the embedding tables are not matrices");
   set("block_size", position.shape[0]);
   set("n_embd", position.shape[1]);
   int64_t layers = 0;
-  while (file.find("blocks." + std::to_string(layers) + ".ln1.weight")) ++layers;
+  while (file.find(named("blocks." + std::to_string(layers) + ".ln1.weight"))) ++layers;
   int64_t heads = 0;
-  while (file.find("blocks.0.sa.heads." + std::to_string(heads) + ".key.weight")) ++heads;
+  while (file.find(torch_head_name(naming, 0, static_cast<int>(heads), 1, "weight"))) ++heads;
+  const std::string first_key = torch_head_name(naming, 0, 0, 1, "weight");
   if (layers == 0 || heads == 0)
-    throw Error("checkpoint " + file.path() +
-                " has no blocks.0.ln1.weight or blocks.0.sa.heads.0.key.weight: it is not a "
-                "model of the seed's structure");
+    throw Error("checkpoint " + file.path() + " has no " + named("blocks.0.ln1.weight") + " or " +
+                first_key + ": it is not a model of the seed's structure");
   set("n_layer", layers);
   set("n_head", heads);
-  set("head_size", require("blocks.0.sa.heads.0.key.weight").shape[0]);
+  set("head_size", require(first_key).shape[0]);
+  naming.n_layer = config.n_layer;  // seed 004 names its final LayerNorm blocks.{n_layer}
   // Both factors are range-checked above, so the product cannot overflow.
   if (static_cast<int64_t>(config.head_size) * config.n_head == config.n_embd) config.head_size = 0;
-  config.bias = file.find("ln_f.bias") != nullptr;
-  if (file.find("lm_head.weight") == nullptr) config.tie_weights = true;
+  config.bias = file.find(named("ln_f.bias")) != nullptr;
+  config.qkv_bias = file.find(torch_head_name(naming, 0, 0, 1, "bias")) != nullptr;
+  if (file.find(named("lm_head.weight")) == nullptr) config.tie_weights = true;
   return config;
 }
 
@@ -136,7 +146,8 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
   }
   validate_config(result.config);
   result.shape = ModelShape::from_config(result.config, result.tokenizer.size());
-  const SafetensorsTensor* token = file.find("token_embedding_table.weight");
+  const SafetensorsTensor* token =
+      file.find(torch_name(result.shape, "token_embedding_table.weight"));
   if (token != nullptr && !token->shape.empty() && token->shape[0] != result.tokenizer.size())
     throw Error("checkpoint " + path + " has " + std::to_string(token->shape[0]) +
                 " token embeddings, but the vocabulary has " + result.tokenizer.description() +

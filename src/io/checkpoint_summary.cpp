@@ -66,6 +66,10 @@ std::string structure_text(const ModelShape& shape) {
       << (shape.activation == Activation::kGelu ? "gelu" : "relu") << ", "
       << (shape.bias ? "biases" : "no biases") << ", "
       << (shape.tie_weights ? "lm_head tied to the token embedding" : "separate lm_head");
+  // Seed 004's options, named only where they are on (seed 000's model reads as before).
+  if (shape.qkv_bias) out << ", k/q/v biases";
+  if (shape.block_order == BlockOrder::kPostNorm) out << ", post_norm blocks";
+  if (shape.torch_names == TorchNames::kSeed004) out << ", seed 004's module names";
   return out.str();
 }
 

@@ -1,11 +1,12 @@
 """Checkpoints cross between folio and PyTorch, both ways.
 
-  1. folio trains `tiny` briefly; PyTorch loads its checkpoint into the seed's model with
-     load_state_dict (strict but for the `tril` buffers) and its loss over every consecutive
-     window of each split equals `folio eval`'s to 1e-5.
+  1. folio trains `tiny` (and `seed004`) briefly; PyTorch loads its checkpoint into the seed's
+     model (seed 004's AttentionModel) with load_state_dict (strict but for the `tril` buffers)
+     and its loss over every consecutive window of each split equals `folio eval`'s to 1e-5.
   2. PyTorch builds the seed's model, saves model.state_dict() with safetensors.torch.save_file;
      folio evaluates that file with the same loss to 1e-5, samples from it, and trains from it
      at learning rate 0, whose checkpoint must again give PyTorch's loss (the weights were used).
+  3. The same for seed 004's AttentionModel saved by PyTorch (evaluation).
 
     python3 test_checkpoint_interop.py FOLIO_BINARY DATA_FILE WORK_DIR
 """
@@ -21,6 +22,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 import folio_torch  # noqa: E402
+import seed004_model  # noqa: E402
 
 TOLERANCE = 1e-5
 
@@ -41,18 +43,20 @@ def main(folio, data, work):
     os.makedirs(work)
     failures = []
 
-    # 1. folio -> PyTorch
-    out_dir = os.path.join(work, "run")
-    run(folio, "train", "--config", "tiny", "--data", data, "--out_dir", out_dir,
-        "--max_iters=60", "--eval_interval=30", "--eval_iters=5", "--sample_tokens=0")
-    ckpt = os.path.join(out_dir, "ckpt.safetensors")
-    folio_eval = json.loads(run(folio, "eval", "--ckpt", ckpt, "--data", data))
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "folio_torch.py")
-    torch_eval = json.loads(run(sys.executable, tool, ckpt, "--data", data))
-    for split in ("train_loss", "val_loss"):
-        if not close(folio_eval[split], torch_eval[split]):
-            failures.append(f"folio checkpoint: {split} folio {folio_eval[split]} torch {torch_eval[split]}")
-    print("folio checkpoint in PyTorch:", folio_eval, torch_eval)
+    # 1. folio -> PyTorch (seed 000's model, and seed 004's in its own module)
+    for preset in ("tiny", "seed004"):
+        out_dir = os.path.join(work, "run_" + preset)
+        run(folio, "train", "--config", preset, "--data", data, "--out_dir", out_dir,
+            "--max_iters=60", "--eval_interval=30", "--eval_iters=5", "--sample_tokens=0")
+        ckpt = os.path.join(out_dir, "ckpt.safetensors")
+        folio_eval = json.loads(run(folio, "eval", "--ckpt", ckpt, "--data", data))
+        tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "folio_torch.py")
+        torch_eval = json.loads(run(sys.executable, tool, ckpt, "--data", data))
+        for split in ("train_loss", "val_loss"):
+            if not close(folio_eval[split], torch_eval[split]):
+                failures.append(f"folio {preset} checkpoint: {split} folio {folio_eval[split]} "
+                                f"torch {torch_eval[split]}")
+        print(f"folio {preset} checkpoint in PyTorch:", folio_eval, torch_eval)
 
     # 2. PyTorch -> folio
     text = folio_torch.read_text(data)
@@ -98,6 +102,22 @@ def main(folio, data, work):
             failures.append(f"training from the PyTorch file: {split} of its checkpoint "
                             f"{trained[split]}, the PyTorch model's {expected[split]}")
     print("trained from the PyTorch file (lr 0):", trained)
+
+    # 3. seed 004's own AttentionModel, as its notebook builds it (PyTorch's default init), saved
+    #    by PyTorch: folio reads its structure and names off the tensors (torch_names = seed004).
+    torch.manual_seed(1337)
+    notebook = seed004_model.AttentionModel(block_size=16, vocab_size=len(vocab), num_heads=3,
+                                            hidden_size=32, num_blocks=2, dropout=0.2)
+    notebook.eval()
+    notebook_file = os.path.join(work, "from_seed004.safetensors")
+    save_file(notebook.state_dict(), notebook_file)
+    expected = {"train_loss": folio_torch.split_loss(notebook, tokens[:n], 16),
+                "val_loss": folio_torch.split_loss(notebook, tokens[n:], 16)}
+    got = json.loads(run(folio, "eval", "--ckpt", notebook_file, "--data", data))
+    for split in ("train_loss", "val_loss"):
+        if not close(got[split], expected[split]):
+            failures.append(f"seed 004 PyTorch file: {split} folio {got[split]} torch {expected[split]}")
+    print("seed 004's PyTorch file in folio:", got, expected)
 
     for failure in failures:
         print("FAIL", failure)
