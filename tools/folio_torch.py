@@ -125,7 +125,8 @@ class GPTLanguageModel(nn.Module):
         self.position_embedding_table = nn.Embedding(cfg["block_size"], cfg["n_embd"])
         self.blocks = nn.Sequential(*[Block(cfg) for _ in range(cfg["n_layer"])])
         self.ln_f = LayerNorm(cfg["n_embd"], cfg["bias"])
-        self.lm_head = nn.Linear(cfg["n_embd"], vocab_size, bias=cfg["bias"])
+        self.lm_head = nn.Linear(cfg["n_embd"], vocab_size,
+                                 bias=cfg["bias"] and cfg.get("lm_head_bias", True))
         self.apply(self._init_weights)
         if cfg.get("tie_weights"):
             self.lm_head.weight = self.token_embedding_table.weight

@@ -128,11 +128,14 @@ class Backend {
                                     const DropoutSpec& dropout) = 0;
 
   // ---- cross-entropy of softmax(logits) against targets, per row -----------------------------
+  // logits and dlogits are (N, Vp), Vp >= V: the softmax runs over the first V columns of each
+  // row (the vocabulary); columns V..Vp-1 are vocabulary padding, never read.
   virtual void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
-                                     int N, int V) = 0;
-  // dlogits = (softmax(logits) - onehot(target)) * dloss
+                                     int N, int V, int Vp) = 0;
+  // dlogits = (softmax(logits) - onehot(target)) * dloss in the first V columns, 0 in the padding
   virtual void cross_entropy_backward(float* dlogits, const float* logits,
-                                      const int32_t* targets, int N, int V, float dloss) = 0;
+                                      const int32_t* targets, int N, int V, int Vp,
+                                      float dloss) = 0;
 
   // ---- optimizer and reductions ---------------------------------------------------------------
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,

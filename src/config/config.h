@@ -24,10 +24,12 @@ struct Config {
   int block_size = 256;
   double dropout = 0.2;
   bool bias = true;
+  bool lm_head_bias = true;  // with bias: lm_head has one too (the seed); GPT-2's has none
   std::string activation = "relu";
   bool tie_weights = false;
   double init_std = 0.02;
   bool scaled_residual_init = false;
+  int vocab_padding = 1;  // vocabulary rows rounded up to a multiple of this (llm.c: 128)
 
   // ---- data --------------------------------------------------------------------------------
   std::string data;  // empty: data/tinyshakespeare/input.txt, fetched when absent

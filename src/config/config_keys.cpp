@@ -63,6 +63,11 @@ const std::vector<ConfigKey>& config_keys() {
        .scope = ConfigScope::kModel,
        .member = &Config::bias,
        .help = "biases in Linear and LayerNorm layers (seed: true; nanoGPT recipe: false)"},
+      {.name = "lm_head_bias",
+       .group = "model",
+       .scope = ConfigScope::kModel,
+       .member = &Config::lm_head_bias,
+       .help = "with bias: lm_head has a bias too (seed: true; GPT-2: false)"},
       {.name = "activation",
        .group = "model",
        .scope = ConfigScope::kModel,
@@ -87,6 +92,15 @@ const std::vector<ConfigKey>& config_keys() {
        .member = &Config::scaled_residual_init,
        .help =
            "init sa.proj and ffwd.net.2 weights with init_std / sqrt(2 n_layer) (GPT-2, nanoGPT)"},
+      {.name = "vocab_padding",
+       .group = "model",
+       .scope = ConfigScope::kModel,
+       .member = &Config::vocab_padding,
+       .help = "round the token embedding's and lm_head's rows up to a multiple of this, for "
+               "faster products (llm.c: 50257 -> 50304 with 128); 1: none. The padded rows stay "
+               "zero, are never counted in the loss nor sampled, and are not saved",
+       .min = 1,
+       .max = 1 << 16},
       // data -------------------------------------------------------------------------------
       {.name = "data",
        .group = "data",

@@ -4,7 +4,8 @@
 //   blocks.{i}.sa.heads.{h}.key.weight    = rows [A + h*hs, A + (h+1)*hs)
 //   blocks.{i}.sa.heads.{h}.value.weight  = rows [2A + h*hs, 2A + (h+1)*hs)
 // With tied weights lm_head.weight is written too (a copy of the token embedding), so that
-// PyTorch's strict load_state_dict finds every key it expects.
+// PyTorch's strict load_state_dict finds every key it expects. Vocabulary padding is not written
+// (tensors have vocab_size rows, as in an unpadded model); reading leaves the padded rows zero.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // The network's structure: what the parameter layout and the activation plan are built from.
 #pragma once
 
+#include <algorithm>
+
 #include "backend/backend.h"
 #include "config/config.h"
 #include "core/error.h"
@@ -9,12 +11,17 @@ namespace folio {
 
 struct ModelShape {
   int vocab_size = 0;
+  // vocab_size rounded up to a multiple of the config's vocab_padding: the rows of the token
+  // embedding and lm_head in memory, and the row stride of the logits. Rows from vocab_size on
+  // stay zero and are never read as tokens, counted in the loss or sampled.
+  int padded_vocab_size = 0;
   int block_size = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_embd = 0;
   int head_size = 0;
   bool bias = true;
+  bool lm_head_bias = true;  // only with bias
   bool tie_weights = false;
   Activation activation = Activation::kRelu;
 
@@ -24,12 +31,15 @@ struct ModelShape {
   static ModelShape from_config(const Config& config, int vocab_size) {
     ModelShape shape;
     shape.vocab_size = vocab_size;
+    const int multiple = std::max(config.vocab_padding, 1);
+    shape.padded_vocab_size = (vocab_size + multiple - 1) / multiple * multiple;
     shape.block_size = config.block_size;
     shape.n_layer = config.n_layer;
     shape.n_head = config.n_head;
     shape.n_embd = config.n_embd;
     shape.head_size = config.effective_head_size();
     shape.bias = config.bias;
+    shape.lm_head_bias = config.bias && config.lm_head_bias;
     shape.tie_weights = config.tie_weights;
     shape.activation = activation_from_name(config.activation);
     return shape;
