@@ -162,10 +162,10 @@ TEST(Gpt2Presets, HaveGpt2sShapesAndParameterCounts) {
     int n_layer, n_head, n_embd;
     size_t parameters;  // GPT-2's, at the 50257-token vocabulary unpadded
   };
-  for (const Expected& e : {Expected{"gpt2", 12, 12, 768, 124439808},
-                            Expected{"gpt2-medium", 24, 16, 1024, 354823168},
-                            Expected{"gpt2-large", 36, 20, 1280, 774030080},
-                            Expected{"gpt2-xl", 48, 25, 1600, 1557611200}}) {
+  for (const Expected& e :
+       {Expected{"gpt2", 12, 12, 768, 124439808}, Expected{"gpt2-medium", 24, 16, 1024, 354823168},
+        Expected{"gpt2-large", 36, 20, 1280, 774030080},
+        Expected{"gpt2-xl", 48, 25, 1600, 1557611200}}) {
     SCOPED_TRACE(e.preset);
     Config c = load_config(e.preset);
     validate_config(c);

@@ -28,7 +28,7 @@ inline const char* activation_name(Activation kind) {
 }
 // The kind a (validated) config name stands for.
 inline Activation activation_from_name(const std::string& name) {
-  return name == "gelu" ? Activation::kGelu
+  return name == "gelu"        ? Activation::kGelu
          : name == "gelu_tanh" ? Activation::kGeluTanh
                                : Activation::kRelu;
 }
@@ -133,9 +133,8 @@ class Backend {
   virtual void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
                                      int N, int V, int Vp) = 0;
   // dlogits = (softmax(logits) - onehot(target)) * dloss in the first V columns, 0 in the padding
-  virtual void cross_entropy_backward(float* dlogits, const float* logits,
-                                      const int32_t* targets, int N, int V, int Vp,
-                                      float dloss) = 0;
+  virtual void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+                                      int N, int V, int Vp, float dloss) = 0;
 
   // ---- optimizer and reductions ---------------------------------------------------------------
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,

@@ -147,11 +147,10 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
   const ParameterLayout layout(result.shape);
   // Refuse before allocating: a damaged config could otherwise ask for terabytes.
   if (layout.saved_total() > loadable_values(file))
-    throw Error("checkpoint " + path + " describes a model of " +
-                std::to_string(layout.saved_total()) +
-                " parameters, but its tensors hold at most " +
-                std::to_string(loadable_values(file)) +
-                " values: its config does not match its tensors (damaged?)");
+    throw Error(
+        "checkpoint " + path + " describes a model of " + std::to_string(layout.saved_total()) +
+        " parameters, but its tensors hold at most " + std::to_string(loadable_values(file)) +
+        " values: its config does not match its tensors (damaged?)");
   result.parameters = from_seed_state_dict(result.shape, layout, file);
   for (float value : result.parameters)
     if (!std::isfinite(value))

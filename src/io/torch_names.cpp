@@ -90,7 +90,8 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
       continue;
     }
     const std::vector<int> saved = tensor.saved_shape();  // padded rows stay zero
-    const std::vector<float> data = read(tensor.name, std::vector<int64_t>(saved.begin(), saved.end()));
+    const std::vector<float> data =
+        read(tensor.name, std::vector<int64_t>(saved.begin(), saved.end()));
     std::copy(data.begin(), data.end(), values);
   }
   if (shape.tie_weights && file.find("lm_head.weight") != nullptr) {

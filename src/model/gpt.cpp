@@ -100,8 +100,7 @@ void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init) 
       const double u2 = block.word[lane + 1] / 4294967296.0;      // [0, 1)
       const double radius = std::sqrt(-2.0 * std::log(u1)) * stddev;
       values[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
-      if (i + 1 < drawn)
-        values[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
+      if (i + 1 < drawn) values[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
     }
   }
   write_parameters(host);

@@ -90,17 +90,22 @@ void add_bias_and_activate(float* pre, float* out, const float* bias, int N, int
 
 void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind) {
   switch (kind) {
-    case Activation::kRelu: return activate_all<Activation::kRelu>(out, inp, n);
-    case Activation::kGelu: return activate_all<Activation::kGelu>(out, inp, n);
-    case Activation::kGeluTanh: return activate_all<Activation::kGeluTanh>(out, inp, n);
+    case Activation::kRelu:
+      return activate_all<Activation::kRelu>(out, inp, n);
+    case Activation::kGelu:
+      return activate_all<Activation::kGelu>(out, inp, n);
+    case Activation::kGeluTanh:
+      return activate_all<Activation::kGeluTanh>(out, inp, n);
   }
 }
 
 void CpuBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                                      Activation kind) {
   switch (kind) {
-    case Activation::kRelu: return activate_all_backward<Activation::kRelu>(dinp, dout, inp, n);
-    case Activation::kGelu: return activate_all_backward<Activation::kGelu>(dinp, dout, inp, n);
+    case Activation::kRelu:
+      return activate_all_backward<Activation::kRelu>(dinp, dout, inp, n);
+    case Activation::kGelu:
+      return activate_all_backward<Activation::kGelu>(dinp, dout, inp, n);
     case Activation::kGeluTanh:
       return activate_all_backward<Activation::kGeluTanh>(dinp, dout, inp, n);
   }
@@ -114,8 +119,10 @@ void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* 
                                            int OC, Activation kind) {
   matmul_forward(pre, inp, weight, nullptr, N, IC, OC);
   switch (kind) {
-    case Activation::kRelu: return add_bias_and_activate<Activation::kRelu>(pre, out, bias, N, OC);
-    case Activation::kGelu: return add_bias_and_activate<Activation::kGelu>(pre, out, bias, N, OC);
+    case Activation::kRelu:
+      return add_bias_and_activate<Activation::kRelu>(pre, out, bias, N, OC);
+    case Activation::kGelu:
+      return add_bias_and_activate<Activation::kGelu>(pre, out, bias, N, OC);
     case Activation::kGeluTanh:
       return add_bias_and_activate<Activation::kGeluTanh>(pre, out, bias, N, OC);
   }

@@ -31,9 +31,8 @@ void CpuBackend::cross_entropy_forward(float* losses, const float* logits, const
   }
 }
 
-void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits,
-                                        const int32_t* targets, int N, int V, int Vp,
-                                        float dloss) {
+void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+                                        int N, int V, int Vp, float dloss) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     const float* z = logits + static_cast<size_t>(i) * Vp;

@@ -25,9 +25,12 @@ __device__ __forceinline__ float gelu_tanh_inner(float x) {
 
 __device__ __forceinline__ float activate(float x, Activation kind) {
   switch (kind) {
-    case Activation::kRelu: return fmaxf(x, 0.0f);
-    case Activation::kGelu: return x * gelu_cdf(x);
-    default: return 0.5f * x * (1.0f + tanhf(gelu_tanh_inner(x)));
+    case Activation::kRelu:
+      return fmaxf(x, 0.0f);
+    case Activation::kGelu:
+      return x * gelu_cdf(x);
+    default:
+      return 0.5f * x * (1.0f + tanhf(gelu_tanh_inner(x)));
   }
 }
 
@@ -36,8 +39,10 @@ __device__ __forceinline__ float activate(float x, Activation kind) {
 __device__ __forceinline__ float activation_derivative(float x, Activation kind) {
   constexpr float kInverseSqrt2Pi = 0.3989422804014327f;
   switch (kind) {
-    case Activation::kRelu: return x > 0.0f ? 1.0f : 0.0f;
-    case Activation::kGelu: return gelu_cdf(x) + x * expf(-0.5f * x * x) * kInverseSqrt2Pi;
+    case Activation::kRelu:
+      return x > 0.0f ? 1.0f : 0.0f;
+    case Activation::kGelu:
+      return gelu_cdf(x) + x * expf(-0.5f * x * x) * kInverseSqrt2Pi;
     default: {
       const float t = tanhf(gelu_tanh_inner(x));
       const float du = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * x * x);

@@ -1,6 +1,7 @@
 // Cross-entropy on the GPU (reference: backend/reference/cross_entropy.h): one warp per row of
-// logits, Vp wide, the softmax over the first V (the rest is vocabulary padding, gradient 0). Neither direction stores the probabilities: the backward pass recomputes each row's
-// maximum and sum, which costs one read of the logits instead of a write and a read of (N, V).
+// logits, Vp wide, the softmax over the first V (the rest is vocabulary padding, gradient 0).
+// Neither direction stores the probabilities: the backward pass recomputes each row's maximum and
+// sum, which costs one read of the logits instead of a write and a read of (N, V).
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernel_helpers.cuh"
 
