@@ -55,11 +55,11 @@ class FusedBlock(nn.Module):
         self.hs = cfg.get("head_size") or C // self.H
         A = self.H * self.hs
         self.ln1 = folio_torch.LayerNorm(C, cfg["bias"])
-        self.qkv = nn.Linear(C, 3 * A, bias=False)
+        self.qkv = nn.Linear(C, 3 * A, bias=cfg.get("qkv_bias", False))
         self.proj = nn.Linear(A, C, bias=cfg["bias"])
         self.ln2 = folio_torch.LayerNorm(C, cfg["bias"])
         self.fc = nn.Linear(C, 4 * C, bias=cfg["bias"])
-        self.act = nn.GELU() if cfg["activation"] == "gelu" else nn.ReLU()
+        self.act = folio_torch.activation_module(cfg["activation"])
         self.fc2 = nn.Linear(4 * C, C, bias=cfg["bias"])
         self.p = cfg["dropout"]
         T = cfg["block_size"]
@@ -89,7 +89,8 @@ class FusedGPT(nn.Module):
         self.wpe = nn.Embedding(cfg["block_size"], cfg["n_embd"])
         self.blocks = nn.Sequential(*[FusedBlock(cfg) for _ in range(cfg["n_layer"])])
         self.ln_f = folio_torch.LayerNorm(cfg["n_embd"], cfg["bias"])
-        self.lm_head = nn.Linear(cfg["n_embd"], vocab_size, bias=cfg["bias"])
+        self.lm_head = nn.Linear(cfg["n_embd"], vocab_size,
+                                 bias=cfg["bias"] and cfg.get("lm_head_bias", True))
         if cfg.get("tie_weights"):
             self.lm_head.weight = self.wte.weight
 
@@ -136,6 +137,10 @@ def main():
     parser.add_argument("--mode", choices=["eager", "compile", "bf16", "bf16-compile"],
                         default="eager")
     parser.add_argument("--about", action="store_true")
+    # GPT-2 (bench/gpt2_cpu_compare.sh): its vocabulary, and a smaller batch than the preset's
+    parser.add_argument("--vocab_size", type=int, default=65)
+    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--block_size", type=int)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.about:
@@ -147,8 +152,14 @@ def main():
         args.warmup = max(args.warmup, 3)  # the first steps compile (forward, backward)
     torch.manual_seed(1337)
     cfg = read_preset(args.config)
-    V = 65
-    model = (folio_torch.GPTLanguageModel(cfg, V) if args.impl == "seed" else FusedGPT(cfg, V))
+    for key in ("batch_size", "block_size"):
+        if getattr(args, key):
+            cfg[key] = getattr(args, key)
+    V = args.vocab_size
+    # The model's rows padded as the preset says (nanoGPT trains GPT-2 with 50304 rows too)
+    padding = cfg.get("vocab_padding", 1)
+    rows = (V + padding - 1) // padding * padding
+    model = (folio_torch.GPTLanguageModel(cfg, rows) if args.impl == "seed" else FusedGPT(cfg, rows))
     model.train()
     optimizer = make_adamw(model, cfg)
     step_model = torch.compile(model) if compiled else model
@@ -172,7 +183,7 @@ def main():
     times.sort()
     cpu_times.sort()
     median = times[len(times) // 2]
-    print(json.dumps({"config": args.config, "device": "cpu", "peer": f"torch {torch.__version__} ({args.impl}, {args.mode})",
+    print(json.dumps({"config": args.config, "device": "cpu", "batch_size": B, "block_size": T, "peer": f"torch {torch.__version__} ({args.impl}, {args.mode})",
                       "impl": args.impl, "mode": args.mode,
                       "threads": torch.get_num_threads(), "ms_per_step": median,
                       "ms_per_step_min": times[0], "cpu_ms_per_step": cpu_times[len(times) // 2],

@@ -1,7 +1,17 @@
 # Turns configs/*.conf into a C++ source so the folio binary carries its presets with it.
 # Run as: cmake -DCONFIG_DIR=... -DOUTPUT=... -P EmbedPresets.cmake
 file(GLOB preset_files "${CONFIG_DIR}/*.conf")
-list(SORT preset_files)
+# Sorted by preset name (gpt2 before gpt2-large), not by file name ("gpt2-large.conf" < "gpt2.conf").
+set(preset_names "")
+foreach(file ${preset_files})
+  get_filename_component(name "${file}" NAME_WE)
+  list(APPEND preset_names "${name}")
+endforeach()
+list(SORT preset_names)
+set(preset_files "")
+foreach(name ${preset_names})
+  list(APPEND preset_files "${CONFIG_DIR}/${name}.conf")
+endforeach()
 set(body "// Generated from configs/*.conf by cmake/EmbedPresets.cmake; do not edit.\n")
 string(APPEND body "#include \"config/presets.h\"\n\nnamespace folio {\n\n")
 string(APPEND body "const std::vector<Preset>& presets() {\n  static const std::vector<Preset> list = {\n")

@@ -227,7 +227,8 @@ TEST_P(BackendOps, AttentionRecomputesOnlyTheRowsAfterQStart) {
 }
 
 TEST_P(BackendOps, Activation) {
-  for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
+  for (Activation kind : {Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {
+    SCOPED_TRACE(activation_name(kind));
     const size_t n = 10007;
     const Floats x = random_vector<float>(n, 22, 3.0), dout = random_vector<float>(n, 23);
     auto d_x = upload(x), d_dout = upload(dout), d_out = poisoned(n), d_dx = poisoned(n);
@@ -243,10 +244,9 @@ TEST_P(BackendOps, Activation) {
 
 TEST_P(BackendOps, MatmulActivationFused) {
   // The fused pair against reference::matmul_forward then reference::activation_forward.
-  for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
+  for (Activation kind : {Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {
     for (bool with_bias : {true, false}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "gelu " << (kind == Activation::kGelu) << " bias " << with_bias);
+      SCOPED_TRACE(::testing::Message() << activation_name(kind) << " bias " << with_bias);
       const int N = 67, IC = 33, OC = 29;
       const Floats x = random_vector<float>(N * IC, 60), w = random_vector<float>(OC * IC, 61),
                    b = random_vector<float>(OC, 62, 2.0);
@@ -346,23 +346,39 @@ TEST_P(BackendOps, DropoutAddLayerNormFused) {
 }
 
 TEST_P(BackendOps, CrossEntropy) {
+  // Rows of Vp logits of which the first V are the vocabulary's; the padded columns hold large
+  // values that would dominate the softmax if read. Against the reference on the unpadded rows.
   const int N = 29, V = 65;
   const float dloss = 1.0f / N;
   std::vector<int32_t> targets(N);
   for (int i = 0; i < N; ++i) targets[i] = (i * 37) % V;
   const Floats logits = random_vector<float>(N * V, 27, 4.0);
-  auto d_logits = upload(logits), d_targets = upload(targets);
-  auto d_losses = poisoned(N), d_dlogits = poisoned(N * V);
-  backend_->cross_entropy_forward(d_losses.as<float>(), d_logits.as<float>(),
-                                  d_targets.as<int32_t>(), N, V);
-  backend_->cross_entropy_backward(d_dlogits.as<float>(), d_logits.as<float>(),
-                                   d_targets.as<int32_t>(), N, V, dloss);
   Doubles losses(N), dlogits(N * V);
-  reference::cross_entropy_forward(losses.data(), widen(logits).data(), targets.data(), N, V);
-  reference::cross_entropy_backward(dlogits.data(), widen(logits).data(), targets.data(), N, V,
+  reference::cross_entropy_forward(losses.data(), widen(logits).data(), targets.data(), N, V, V);
+  reference::cross_entropy_backward(dlogits.data(), widen(logits).data(), targets.data(), N, V, V,
                                     double(dloss));
-  EXPECT_LT(relative_error(download(d_losses, N), losses), kTolerance);
-  EXPECT_LT(relative_error(download(d_dlogits, dlogits.size()), dlogits), kTolerance);
+  for (int Vp : {V, V + 27}) {
+    SCOPED_TRACE(::testing::Message() << "Vp " << Vp);
+    Floats padded(size_t(N) * Vp, 50.0f);
+    for (int i = 0; i < N; ++i)
+      std::copy_n(logits.begin() + size_t(i) * V, V, padded.begin() + size_t(i) * Vp);
+    auto d_logits = upload(padded), d_targets = upload(targets);
+    auto d_losses = poisoned(N), d_dlogits = poisoned(size_t(N) * Vp);
+    backend_->cross_entropy_forward(d_losses.as<float>(), d_logits.as<float>(),
+                                    d_targets.as<int32_t>(), N, V, Vp);
+    backend_->cross_entropy_backward(d_dlogits.as<float>(), d_logits.as<float>(),
+                                     d_targets.as<int32_t>(), N, V, Vp, dloss);
+    EXPECT_LT(relative_error(download(d_losses, N), losses), kTolerance);
+    const Floats got = download(d_dlogits, size_t(N) * Vp);
+    Floats vocabulary_columns, padding_columns;
+    for (int i = 0; i < N; ++i) {
+      const auto row = got.begin() + size_t(i) * Vp;
+      vocabulary_columns.insert(vocabulary_columns.end(), row, row + V);
+      padding_columns.insert(padding_columns.end(), row + V, row + Vp);
+    }
+    EXPECT_LT(relative_error(vocabulary_columns, dlogits), kTolerance);
+    EXPECT_EQ(padding_columns, Floats(size_t(N) * (Vp - V), 0.0f)) << "padding's gradient not 0";
+  }
 }
 
 TEST_P(BackendOps, AdamW) {

@@ -145,7 +145,8 @@ TEST(Config, JsonRoundTripsEveryKey) {
 
 TEST(Config, UnknownPresetListsThePresets) {
   const std::string message = error_of([] { load_config("shakespeare"); });
-  EXPECT_NE(message.find("not a preset (baby, nanogpt_char, seed004, shakespeare_char, tiny)"),
+  EXPECT_NE(message.find("not a preset (baby, gpt2, gpt2-large, gpt2-medium, gpt2-xl, "
+                         "nanogpt_char, seed004, shakespeare_char, tiny)"),
             std::string::npos)
       << message;
 }

@@ -172,7 +172,8 @@ TEST_P(ReferenceGradientsActivation, Activation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ReferenceGradientsActivation,
-                         ::testing::Values(Activation::kRelu, Activation::kGelu));
+                         ::testing::Values(Activation::kRelu, Activation::kGelu,
+                                           Activation::kGeluTanh));
 
 TEST(ReferenceGradients, CrossEntropy) {
   const int N = 4, V = 6;
@@ -181,19 +182,19 @@ TEST(ReferenceGradients, CrossEntropy) {
   Vec logits = random_vector<double>(N * V, 19, 2.0);
   Vec losses(N);
   auto loss = [&] {
-    reference::cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V);
+    reference::cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V, V);
     double total = 0;
     for (double l : losses) total += l;
     return dloss * total;
   };
   Vec dlogits(N * V);
-  reference::cross_entropy_backward(dlogits.data(), logits.data(), targets.data(), N, V, dloss);
+  reference::cross_entropy_backward(dlogits.data(), logits.data(), targets.data(), N, V, V, dloss);
   EXPECT_LT(relative_error(dlogits, numerical_gradient(logits, loss)), kTolerance);
   // And the value itself: uniform logits give log(V).
   Vec flat(V, 0.3);
   const int32_t target = 1;
   double value;
-  reference::cross_entropy_forward(&value, flat.data(), &target, 1, V);
+  reference::cross_entropy_forward(&value, flat.data(), &target, 1, V, V);
   EXPECT_NEAR(value, std::log(6.0), 1e-12);
 }
 

@@ -1,8 +1,8 @@
 """The seed's GPT in PyTorch, and folio checkpoints loaded into it.
 
 The model classes are seed 000's (Head, MultiHeadAttention, FeedFoward, Block,
-GPTLanguageModel), with the switches folio's configs have: activation (relu|gelu), bias
-(Linear and LayerNorm biases), qkv_bias (key/query/value biases), block_order
+GPTLanguageModel), with the switches folio's configs have: activation (relu|gelu|gelu_tanh), bias
+(Linear and LayerNorm biases), qkv_bias (key/query/value biases), lm_head_bias, block_order
 (pre_norm|post_norm), tie_weights (lm_head shares the token embedding) and head_size
 (n_embd // n_head by default). With the defaults it is seed 000's model exactly. Checkpoints
 written with torch_names = seed004 load into seed 004's own model instead (seed004_model.py).
@@ -77,6 +77,15 @@ class MultiHeadAttention(nn.Module):
         return self.dropout(self.proj(out))
 
 
+def activation_module(name):
+    """folio's `activation`: relu, gelu (exact erf) or gelu_tanh (GPT-2's tanh form)."""
+    if name == "gelu":
+        return nn.GELU()
+    if name == "gelu_tanh":
+        return nn.GELU(approximate="tanh")
+    return nn.ReLU()
+
+
 class FeedFoward(nn.Module):
     """a simple linear layer followed by a non-linearity"""
 
@@ -85,7 +94,7 @@ class FeedFoward(nn.Module):
         n_embd = cfg["n_embd"]
         self.net = nn.Sequential(
             nn.Linear(n_embd, 4 * n_embd, bias=cfg["bias"]),
-            nn.GELU() if cfg["activation"] == "gelu" else nn.ReLU(),
+            activation_module(cfg["activation"]),
             nn.Linear(4 * n_embd, n_embd, bias=cfg["bias"]),
             nn.Dropout(cfg["dropout"]),
         )
@@ -125,7 +134,8 @@ class GPTLanguageModel(nn.Module):
         self.position_embedding_table = nn.Embedding(cfg["block_size"], cfg["n_embd"])
         self.blocks = nn.Sequential(*[Block(cfg) for _ in range(cfg["n_layer"])])
         self.ln_f = LayerNorm(cfg["n_embd"], cfg["bias"])
-        self.lm_head = nn.Linear(cfg["n_embd"], vocab_size, bias=cfg["bias"])
+        self.lm_head = nn.Linear(cfg["n_embd"], vocab_size,
+                                 bias=cfg["bias"] and cfg.get("lm_head_bias", True))
         self.apply(self._init_weights)
         if cfg.get("tie_weights"):
             self.lm_head.weight = self.token_embedding_table.weight

@@ -18,7 +18,20 @@
 
 namespace folio {
 
-enum class Activation { kRelu, kGelu };
+// The feed-forward nonlinearity: ReLU (the seed), GELU with the exact erf (torch.nn.GELU(),
+// nanoGPT), or GELU in its tanh form (GPT-2's gelu_new, nn.GELU(approximate='tanh')). Named in
+// configs and checkpoints as "relu", "gelu" and "gelu_tanh".
+enum class Activation { kRelu, kGelu, kGeluTanh };
+
+inline const char* activation_name(Activation kind) {
+  return kind == Activation::kRelu ? "relu" : kind == Activation::kGelu ? "gelu" : "gelu_tanh";
+}
+// The kind a (validated) config name stands for.
+inline Activation activation_from_name(const std::string& name) {
+  return name == "gelu"        ? Activation::kGelu
+         : name == "gelu_tanh" ? Activation::kGeluTanh
+                               : Activation::kRelu;
+}
 
 // One AdamW update, exactly torch.optim.AdamW's (decoupled decay, bias-corrected moments).
 struct AdamWStep {
@@ -101,7 +114,7 @@ class Backend {
                                   const float* saved, int B, int T, int H, int head_size,
                                   const DropoutSpec& dropout) = 0;
 
-  // ---- elementwise nonlinearity (ReLU, or exact erf GELU as torch.nn.GELU()) ----------------
+  // ---- elementwise nonlinearity (ReLU, exact erf GELU, or tanh GELU: see Activation) --------
   virtual void activation_forward(float* out, const float* inp, size_t n, Activation kind) = 0;
   // dinp =
   virtual void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
@@ -115,11 +128,13 @@ class Backend {
                                     const DropoutSpec& dropout) = 0;
 
   // ---- cross-entropy of softmax(logits) against targets, per row -----------------------------
+  // logits and dlogits are (N, Vp), Vp >= V: the softmax runs over the first V columns of each
+  // row (the vocabulary); columns V..Vp-1 are vocabulary padding, never read.
   virtual void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
-                                     int N, int V) = 0;
-  // dlogits = (softmax(logits) - onehot(target)) * dloss
-  virtual void cross_entropy_backward(float* dlogits, const float* logits,
-                                      const int32_t* targets, int N, int V, float dloss) = 0;
+                                     int N, int V, int Vp) = 0;
+  // dlogits = (softmax(logits) - onehot(target)) * dloss in the first V columns, 0 in the padding
+  virtual void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+                                      int N, int V, int Vp, float dloss) = 0;
 
   // ---- optimizer and reductions ---------------------------------------------------------------
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,

@@ -91,14 +91,15 @@ void ProfilingBackend::dropout_add_backward(float* dbranch, const float* dout, i
 }
 
 void ProfilingBackend::cross_entropy_forward(float* losses, const float* logits,
-                                             const int32_t* targets, int N, int V) {
+                                             const int32_t* targets, int N, int V, int Vp) {
   timed("cross-entropy forward", 0,
-        [&] { inner_->cross_entropy_forward(losses, logits, targets, N, V); });
+        [&] { inner_->cross_entropy_forward(losses, logits, targets, N, V, Vp); });
 }
 void ProfilingBackend::cross_entropy_backward(float* dlogits, const float* logits,
-                                              const int32_t* targets, int N, int V, float dloss) {
+                                              const int32_t* targets, int N, int V, int Vp,
+                                              float dloss) {
   timed("cross-entropy backward", 0,
-        [&] { inner_->cross_entropy_backward(dlogits, logits, targets, N, V, dloss); });
+        [&] { inner_->cross_entropy_backward(dlogits, logits, targets, N, V, Vp, dloss); });
 }
 
 void ProfilingBackend::adamw_update(float* params, const float* grads, float* m, float* v,

@@ -1,5 +1,5 @@
 // folio bench [--config NAME] [--device cpu|cuda] [--steps N] [--warmup N] [--graph=false]
-//             [--ladder] [--KEY=VALUE]:
+//             [--ladder] [--vocab_size N] [--KEY=VALUE]:
 // times full training steps (forward, backward, AdamW) on random tokens and prints one JSON line;
 // --ladder times the GPU's optimisations switched on one at a time and prints a table.
 #include <sys/resource.h>
@@ -58,7 +58,8 @@ double peak_resident_mib() {
 // waited for. With `graph` (and a backend that records steps), the first timed step is recorded
 // once after the warm-up and every timed step replays the recording.
 BenchResult time_training_steps(const Config& config, const BackendOptions& options, bool graph,
-                                int steps, int warmup, bool profile = false) {
+                                int steps, int warmup, bool profile = false,
+                                int vocab_size = kVocabSize) {
   std::unique_ptr<Backend> backend = make_backend(config.device, config.threads, options);
   ProfilingBackend* profiler = nullptr;
   if (profile) {
@@ -66,7 +67,7 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
     profiler = wrapped.get();
     backend = std::move(wrapped);
   }
-  GPT model(*backend, ModelShape::from_config(config, kVocabSize));
+  GPT model(*backend, ModelShape::from_config(config, vocab_size));
   model.initialize(config.seed, config.init_std, config.scaled_residual_init,
                    init_scheme_of(config));
   LocalCommunicator one_process;
@@ -74,7 +75,7 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
   graph = graph && backend->supports_step_capture();
   if (graph) warmup = std::max(warmup, 1);  // scratch memory must exist before recording
   const BatchFiller random_tokens = [&](Batch& batch, uint32_t step, int64_t first_window) {
-    fill_random_tokens(batch, config.seed, step, static_cast<uint32_t>(first_window), kVocabSize);
+    fill_random_tokens(batch, config.seed, step, static_cast<uint32_t>(first_window), vocab_size);
   };
 
   std::vector<double> step_ms, step_cpu_ms;
@@ -218,7 +219,7 @@ int bench_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
     std::cout << "usage: folio bench [--config NAME|FILE] [--device cpu|cuda|auto] [--steps N] "
                  "[--warmup N] [--threads N] [--dtype fp32|bf16] [--graph=false] [--ladder] "
-                 "[--profile] [--KEY=VALUE ...]\n\n"
+                 "[--profile] [--vocab_size N] [--KEY=VALUE ...]\n\n"
                  "Times training steps after a warm-up and prints one JSON line: config, "
                  "device, threads, ms_per_step (median), tokens_per_s, gflops, peak_tflops (the "
                  "device's matrix-product peak in the dtype; measured on a CPU), mfu (the share "
@@ -226,20 +227,23 @@ int bench_command(Arguments& arguments) {
                  "per op kind (forward, backward, optimizer), each op waited for.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
                  "(--graph=false issues it op by op). --ladder times the GPU's optimisations "
                  "one at a time (fp32, TF32, bf16, fused attention, fused kernels, CUDA graph) "
-                 "and prints a table.\n";
+                 "and prints a table. --vocab_size sets the random tokens' vocabulary (default 65, "
+                 "tiny-Shakespeare's; GPT-2's is 50257).\n";
     return 0;
   }
   const std::string config_name = arguments.take("config").value_or("shakespeare_char");
   int steps = 10, warmup = 2;
   if (auto v = arguments.take_int("steps", 1, 1000000)) steps = static_cast<int>(*v);
   if (auto v = arguments.take_int("warmup", 0, 1000000)) warmup = static_cast<int>(*v);
+  int vocab_size = kVocabSize;  // random tokens of this vocabulary (GPT-2's: 50257)
+  if (auto v = arguments.take_int("vocab_size", 1, 1 << 24)) vocab_size = static_cast<int>(*v);
   const bool graph = !arguments.has("graph") || arguments.take_flag("graph");
   const bool ladder = arguments.take_flag("ladder");
   const bool profile = arguments.take_flag("profile");
   Config config;
   arguments.collect([&] { config = load_config(config_name); });
-  const std::vector<std::string> bench_options = {"config", "steps",   "warmup", "graph",
-                                                  "ladder", "profile", "help"};
+  const std::vector<std::string> bench_options = {"config", "steps",   "warmup",     "graph",
+                                                  "ladder", "profile", "vocab_size", "help"};
   arguments.apply_config_keys(config, bench_options);
   arguments.finish("bench", bench_options, false,
                    "the preset is named with --config NAME (e.g. --config tiny)");
@@ -248,7 +252,8 @@ int bench_command(Arguments& arguments) {
   if (ladder) return run_ladder(config_name, config, steps, warmup);
 
   const BenchResult result =
-      time_training_steps(config, {config.dtype, config.tf32}, graph, steps, warmup, profile);
+      time_training_steps(config, {config.dtype, config.tf32}, graph, steps, warmup, profile,
+                          vocab_size);
   std::cout << to_json(config_name, config, steps, result).dump() << std::endl;
   if (profile) print_profile(result, steps);
   return 0;

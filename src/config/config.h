@@ -26,12 +26,14 @@ struct Config {
   bool bias = true;
   bool qkv_bias = false;                 // biases on the attention's key/query/value (seed 004)
   std::string block_order = "pre_norm";  // pre_norm (seed 000) or post_norm (seed 004)
+  bool lm_head_bias = true;  // with bias: lm_head has one too (the seed); GPT-2's has none
   std::string activation = "relu";
   bool tie_weights = false;
   std::string init = "normal";  // normal (N(0, init_std)) or torch_default (seed 004)
   double init_std = 0.02;
   bool scaled_residual_init = false;
   std::string torch_names = "seed000";  // the PyTorch module names of checkpoints
+  int vocab_padding = 1;  // vocabulary rows rounded up to a multiple of this (llm.c: 128)
 
   // ---- data --------------------------------------------------------------------------------
   std::string data;  // empty: data/tinyshakespeare/input.txt, fetched when absent

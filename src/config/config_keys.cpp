@@ -77,12 +77,18 @@ const std::vector<ConfigKey>& config_keys() {
                "x = ln1(x); x = x + sa(x); x = ln2(x); x = x + ffwd(x), each branch added to the "
                "normalised stream, which replaces the residual one (seed 004)",
        .choices = "pre_norm|post_norm"},
+      {.name = "lm_head_bias",
+       .group = "model",
+       .scope = ConfigScope::kModel,
+       .member = &Config::lm_head_bias,
+       .help = "with bias: lm_head has a bias too (seed: true; GPT-2: false)"},
       {.name = "activation",
        .group = "model",
        .scope = ConfigScope::kModel,
        .member = &Config::activation,
-       .help = "feed-forward nonlinearity",
-       .choices = "relu|gelu"},
+       .help = "feed-forward nonlinearity: relu (seed), gelu (exact erf, nanoGPT), gelu_tanh (tanh "
+               "form, GPT-2)",
+       .choices = "relu|gelu|gelu_tanh"},
       {.name = "tie_weights",
        .group = "model",
        .scope = ConfigScope::kModel,
@@ -117,6 +123,15 @@ const std::vector<ConfigKey>& config_keys() {
                "AttentionModel: token_emb, blocks.N.multihead.heads.H.k, the final LayerNorm as "
                "blocks.n_layer, out; its scores are k.q^T, so its k is folio's query)",
        .choices = "seed000|seed004"},
+      {.name = "vocab_padding",
+       .group = "model",
+       .scope = ConfigScope::kModel,
+       .member = &Config::vocab_padding,
+       .help = "round the token embedding's and lm_head's rows up to a multiple of this, for "
+               "faster products (llm.c: 50257 -> 50304 with 128); 1: none. The padded rows stay "
+               "zero, are never counted in the loss nor sampled, and are not saved",
+       .min = 1,
+       .max = 1 << 16},
       // data -------------------------------------------------------------------------------
       {.name = "data",
        .group = "data",

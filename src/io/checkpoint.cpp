@@ -69,6 +69,7 @@ Config infer_structure(const SafetensorsFile& file, Config config) {
   // Both factors are range-checked above, so the product cannot overflow.
   if (static_cast<int64_t>(config.head_size) * config.n_head == config.n_embd) config.head_size = 0;
   config.bias = file.find(named("ln_f.bias")) != nullptr;
+  config.lm_head_bias = file.find(named("lm_head.bias")) != nullptr;
   config.qkv_bias = file.find(torch_head_name(naming, 0, 0, 1, "bias")) != nullptr;
   if (file.find(named("lm_head.weight")) == nullptr) config.tie_weights = true;
   return config;
@@ -99,7 +100,7 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
   metadata["step"] = std::to_string(step);
   metadata["train_loss"] = shortest_double(train_loss);
   metadata["val_loss"] = shortest_double(val_loss);
-  metadata["parameters"] = std::to_string(model.parameter_count());
+  metadata["parameters"] = std::to_string(model.layout().saved_total());  // without padding
   write_safetensors(path, tensors, metadata);
 }
 
@@ -154,11 +155,11 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
                 ": use the text the model was trained on");
   const ParameterLayout layout(result.shape);
   // Refuse before allocating: a damaged config could otherwise ask for terabytes.
-  if (layout.total() > loadable_values(file))
-    throw Error("checkpoint " + path + " describes a model of " + std::to_string(layout.total()) +
-                " parameters, but its tensors hold at most " +
-                std::to_string(loadable_values(file)) +
-                " values: its config does not match its tensors (damaged?)");
+  if (layout.saved_total() > loadable_values(file))
+    throw Error(
+        "checkpoint " + path + " describes a model of " + std::to_string(layout.saved_total()) +
+        " parameters, but its tensors hold at most " + std::to_string(loadable_values(file)) +
+        " values: its config does not match its tensors (damaged?)");
   result.parameters = from_seed_state_dict(result.shape, layout, file);
   for (float value : result.parameters)
     if (!std::isfinite(value))

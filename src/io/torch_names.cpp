@@ -107,9 +107,9 @@ std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
         }
       continue;
     }
-    out.push_back({torch_name(shape, tensor.name),
-                   std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
-                   std::vector<float>(values, values + tensor.size)});
+    const std::vector<int> saved = tensor.saved_shape();  // the padded rows left out
+    out.push_back({torch_name(shape, tensor.name), std::vector<int64_t>(saved.begin(), saved.end()),
+                   std::vector<float>(values, values + tensor.saved_size())});
     if (shape.tie_weights && tensor.name == "token_embedding_table.weight")
       out.push_back({torch_name(shape, "lm_head.weight"), out.back().shape, out.back().values});
   }
@@ -149,9 +149,9 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
         }
       continue;
     }
+    const std::vector<int> saved = tensor.saved_shape();  // padded rows stay zero
     const std::vector<float> data =
-        read(torch_name(shape, tensor.name),
-             std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()));
+        read(torch_name(shape, tensor.name), std::vector<int64_t>(saved.begin(), saved.end()));
     std::copy(data.begin(), data.end(), values);
   }
   const std::string lm_head = torch_name(shape, "lm_head.weight");

@@ -9,7 +9,8 @@
 // blocks.{n_layer}, out; and its heads' k, q, v, where its k holds folio's queries and its q
 // folio's keys (its scores are k @ q^T: the same product with the two renamed).
 // With tied weights lm_head.weight is written too (a copy of the token embedding), so that
-// PyTorch's strict load_state_dict finds every key it expects.
+// PyTorch's strict load_state_dict finds every key it expects. Vocabulary padding is not written
+// (tensors have vocab_size rows, as in an unpadded model); reading leaves the padded rows zero.
 #pragma once
 
 #include <cstdint>

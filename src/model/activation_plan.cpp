@@ -24,8 +24,8 @@ class Carver {
 };
 
 void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& backend) {
-  const size_t BT = size_t(p.B) * p.T, C = s.n_embd, A = s.attention_width(),
-               F = s.hidden_width(), V = s.vocab_size;
+  const size_t BT = size_t(p.B) * p.T, C = s.n_embd, A = s.attention_width(), F = s.hidden_width(),
+               V = s.padded_vocab_size;  // logits rows: padded
   p.tokens = c.take<int32_t>(BT);
   p.targets = c.take<int32_t>(BT);
   p.embedded = c.take<float>(BT * C);

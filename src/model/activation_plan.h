@@ -36,7 +36,7 @@ struct ActivationPlan {
   float* embedded = nullptr;                        // (BT, C) the residual stream into block 0
   std::vector<LayerActivations> layers;
   float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr;
-  float* logits = nullptr;    // (BT, V)
+  float* logits = nullptr;    // (BT, Vp): Vp = padded_vocab_size
   float* losses = nullptr;    // (BT)
   float* loss_sum = nullptr;  // (1)
   float* branch = nullptr;    // (BT, C) scratch: sa.proj or ffwd.net.2 output before dropout
@@ -52,7 +52,7 @@ struct ActivationPlan {
   float* d_qkv = nullptr;       // (BT, 3A)
   float* d_fc_act = nullptr;    // (BT, 4C)
   float* d_fc = nullptr;        // (BT, 4C)
-  float* d_logits = nullptr;    // (BT, V)
+  float* d_logits = nullptr;    // (BT, Vp)
 
   size_t bytes() const { return memory.bytes(); }
 };

@@ -55,9 +55,9 @@ struct ModelRows {
 };
 
 ModelRows model_rows(const ActivationPlan& plan, size_t first, const ModelShape& shape) {
-  const size_t C = shape.n_embd, V = shape.vocab_size;
-  return {plan.tokens + first,     plan.targets + first,    plan.embedded + first * C,
-          plan.branch + first * C, plan.logits + first * V, plan.losses + first};
+  const size_t C = shape.n_embd, Vp = shape.padded_vocab_size;
+  return {plan.tokens + first,     plan.targets + first,     plan.embedded + first * C,
+          plan.branch + first * C, plan.logits + first * Vp, plan.losses + first};
 }
 
 }  // namespace
@@ -83,30 +83,33 @@ void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init, 
   for (size_t index = 0; index < layout_.tensors().size(); ++index) {
     const ParameterTensor& tensor = layout_.tensors()[index];
     float* values = host.data() + tensor.offset;
-    // Each tensor has its own stream of Philox words (item = its index).
+    // Each tensor has its own stream of Philox words (item = its index). Rows of vocabulary
+    // padding stay zero (the host buffer's), so the real rows get the same values with and
+    // without padding.
     const RandomStream stream =
         make_stream(seed, RandomPurpose::kInit, 0, static_cast<uint32_t>(index));
-    auto constant = [&](float value) { std::fill(values, values + tensor.size, value); };
+    const size_t drawn = tensor.saved_size();
+    auto constant = [&](float value) { std::fill(values, values + drawn, value); };
     // nn.Linear's reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, whose bound
     // gain * sqrt(3 / fan_in) with gain sqrt(2 / (1 + 5)) is 1/sqrt(fan_in), and the same bound
     // for the bias. One Philox word per value.
     auto uniform = [&]() {
       const double bound = 1.0 / std::sqrt(static_cast<double>(tensor.fan_in));
-      for (size_t i = 0; i < tensor.size; ++i) {
+      for (size_t i = 0; i < drawn; ++i) {
         const double u = stream.word(i) / 4294967296.0;  // [0, 1)
         values[i] = static_cast<float>((2.0 * u - 1.0) * bound);
       }
     };
     // Box-Muller on pairs of Philox words.
     auto normal = [&](double stddev) {
-      for (size_t i = 0; i < tensor.size; i += 2) {
+      for (size_t i = 0; i < drawn; i += 2) {
         const PhiloxBlock block = stream.block(static_cast<uint32_t>(i / 4));
         const int lane = static_cast<int>(i % 4);
         const double u1 = (block.word[lane] + 1.0) / 4294967296.0;  // (0, 1]
         const double u2 = block.word[lane + 1] / 4294967296.0;      // [0, 1)
         const double radius = std::sqrt(-2.0 * std::log(u1)) * stddev;
         values[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
-        if (i + 1 < tensor.size)
+        if (i + 1 < drawn)
           values[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
       }
     };
@@ -175,7 +178,8 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   if (B > activations_.B || T > activations_.T)
     plan(std::max(B, activations_.B), shape_.block_size, activations_.with_gradients);
   const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
-  const int H = shape_.n_head, hs = shape_.head_size, V = shape_.vocab_size;
+  const int H = shape_.n_head, hs = shape_.head_size;
+  const int V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
   const size_t first = static_cast<size_t>(first_row);
   const int rows = B * T - first_row;  // rows computed by the row-wise ops
   const size_t per_sample = static_cast<size_t>(T - first_row) * C;
@@ -220,14 +224,15 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                                            dropout.at(l, DropoutSite::kFeedForwardOutput));
     x = row.residual_out;
   }
-  // logits = lm_head(ln_f(x)), ln_f having run with the last residual add
+  // logits = lm_head(ln_f(x)), ln_f having run with the last residual add; (rows, Vp), of which
+  // the first V columns are the vocabulary's (the rest, padding, are never read)
   const float* ln_f_out =
       norm_after(activations_, weights_, shape_.n_layer - 1).from_row(first, C).out;
   backend_.matmul_forward(model.logits, ln_f_out, weights_.lm_head_weight, weights_.lm_head_bias,
-                          rows, C, V);
+                          rows, C, Vp);
   if (targets) {
     // loss = F.cross_entropy(logits.view(B*T, V), targets.view(B*T)), mean taken in mean_loss()
-    backend_.cross_entropy_forward(model.losses, model.logits, model.targets, rows, V);
+    backend_.cross_entropy_forward(model.losses, model.logits, model.targets, rows, V, Vp);
     backend_.sum(activations_.loss_sum, model.losses, static_cast<size_t>(rows));
   }
   last_B_ = B;
@@ -248,14 +253,15 @@ void GPT::backward(float dloss) {
   if (!last_had_targets_) throw Error("internal: backward() needs a forward() with targets");
   const int B = last_B_, T = last_T_, BT = B * T;
   const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
-  const int H = shape_.n_head, hs = shape_.head_size, V = shape_.vocab_size;
+  const int H = shape_.n_head, hs = shape_.head_size;
+  const int V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
   const size_t per_sample = static_cast<size_t>(T) * C;
   const DropoutContext& dropout = last_dropout_;
 
-  // logits = lm_head(ln_f(x))
-  backend_.cross_entropy_backward(act.d_logits, act.logits, act.targets, BT, V, dloss);
+  // logits = lm_head(ln_f(x)); the padded columns' gradient is zero, so are the padded rows'
+  backend_.cross_entropy_backward(act.d_logits, act.logits, act.targets, BT, V, Vp, dloss);
   backend_.matmul_backward(act.d_ln, grads_.lm_head_weight, grads_.lm_head_bias, act.d_logits,
-                           act.lnf, weights_.lm_head_weight, BT, C, V);
+                           act.lnf, weights_.lm_head_weight, BT, C, Vp);
   backend_.fill_zero(act.d_residual, static_cast<size_t>(BT) * C * sizeof(float));
   // As in the forward pass, each LayerNorm runs fused with the residual add that produced its
   // input: the backward of the LayerNorm after block l (ln_f, or ln1 of block l + 1) goes on
@@ -327,17 +333,22 @@ void GPT::backward(float dloss) {
 }
 
 std::vector<float> GPT::logits_row(int b, int t) const {
-  const int V = shape_.vocab_size;
-  std::vector<float> row(V);
+  const int V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
+  std::vector<float> row(V);  // the vocabulary's columns only: padding is never sampled
   backend_.copy_to_host(row.data(),
-                        activations_.logits + (static_cast<size_t>(b) * last_T_ + t) * V,
+                        activations_.logits + (static_cast<size_t>(b) * last_T_ + t) * Vp,
                         V * sizeof(float));
   return row;
 }
 
 std::vector<float> GPT::read_logits() const {
-  std::vector<float> logits(static_cast<size_t>(last_B_) * last_T_ * shape_.vocab_size);
+  const size_t V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
+  const size_t rows = static_cast<size_t>(last_B_) * last_T_;
+  std::vector<float> logits(rows * Vp);
   backend_.copy_to_host(logits.data(), activations_.logits, logits.size() * sizeof(float));
+  for (size_t r = 1; r < rows && Vp != V; ++r)  // drop the padded columns, in place
+    std::copy(logits.begin() + r * Vp, logits.begin() + r * Vp + V, logits.begin() + r * V);
+  logits.resize(rows * V);
   return logits;
 }
 

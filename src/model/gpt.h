@@ -72,9 +72,9 @@ class GPT {
   // Accumulates into gradients() the gradient of (dloss * sum of the per-position losses) of the
   // last forward; dloss = 1 / (B T) gives the gradient of the mean loss.
   void backward(float dloss);
-  // Logits of row t of sample b of the last forward (host copy).
+  // Logits of row t of sample b of the last forward (host copy), the V of the vocabulary.
   std::vector<float> logits_row(int b, int t) const;
-  std::vector<float> read_logits() const;  // (B, T, V) of the last forward
+  std::vector<float> read_logits() const;  // (B, T, V) of the last forward, padding left out
   // The feed-forward pre-activations (B, T, 4C) of block `layer` in the last forward (host copy):
   // the PyTorch comparison needs the side of ReLU's kink folio took where fc is within rounding
   // of zero.

@@ -1,6 +1,8 @@
 // The network's structure: what the parameter layout and the activation plan are built from.
 #pragma once
 
+#include <algorithm>
+
 #include "backend/backend.h"
 #include "config/config.h"
 #include "core/error.h"
@@ -18,6 +20,10 @@ enum class TorchNames { kSeed000, kSeed004 };
 
 struct ModelShape {
   int vocab_size = 0;
+  // vocab_size rounded up to a multiple of the config's vocab_padding: the rows of the token
+  // embedding and lm_head in memory, and the row stride of the logits. Rows from vocab_size on
+  // stay zero and are never read as tokens, counted in the loss or sampled.
+  int padded_vocab_size = 0;
   int block_size = 0;
   int n_layer = 0;
   int n_head = 0;
@@ -25,6 +31,7 @@ struct ModelShape {
   int head_size = 0;
   bool bias = true;
   bool qkv_bias = false;
+  bool lm_head_bias = true;  // only with bias
   bool tie_weights = false;
   Activation activation = Activation::kRelu;
   BlockOrder block_order = BlockOrder::kPreNorm;
@@ -36,6 +43,8 @@ struct ModelShape {
   static ModelShape from_config(const Config& config, int vocab_size) {
     ModelShape shape;
     shape.vocab_size = vocab_size;
+    const int multiple = std::max(config.vocab_padding, 1);
+    shape.padded_vocab_size = (vocab_size + multiple - 1) / multiple * multiple;
     shape.block_size = config.block_size;
     shape.n_layer = config.n_layer;
     shape.n_head = config.n_head;
@@ -43,8 +52,9 @@ struct ModelShape {
     shape.head_size = config.effective_head_size();
     shape.bias = config.bias;
     shape.qkv_bias = config.qkv_bias;
+    shape.lm_head_bias = config.bias && config.lm_head_bias;
     shape.tie_weights = config.tie_weights;
-    shape.activation = config.activation == "gelu" ? Activation::kGelu : Activation::kRelu;
+    shape.activation = activation_from_name(config.activation);
     shape.block_order =
         config.block_order == "post_norm" ? BlockOrder::kPostNorm : BlockOrder::kPreNorm;
     shape.torch_names =

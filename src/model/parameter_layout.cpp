@@ -5,7 +5,7 @@ namespace folio {
 ParameterLayout::ParameterLayout(const ModelShape& s) {
   const int C = s.n_embd, A = s.attention_width(), F = s.hidden_width();
   // 2-D tensors first.
-  add("token_embedding_table.weight", {s.vocab_size, C}, InitKind::kEmbedding);
+  add("token_embedding_table.weight", {s.padded_vocab_size, C}, InitKind::kEmbedding);
   add("position_embedding_table.weight", {s.block_size, C}, InitKind::kEmbedding);
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
@@ -14,7 +14,8 @@ ParameterLayout::ParameterLayout(const ModelShape& s) {
     add(p + "ffwd.net.0.weight", {F, C}, InitKind::kLinearWeight, C);
     add(p + "ffwd.net.2.weight", {C, F}, InitKind::kResidualWeight, F);
   }
-  if (!s.tie_weights) add("lm_head.weight", {s.vocab_size, C}, InitKind::kLinearWeight, C);
+  if (!s.tie_weights)
+    add("lm_head.weight", {s.padded_vocab_size, C}, InitKind::kLinearWeight, C);
   matrix_total_ = total_;
   // Then 1-D tensors.
   for (int l = 0; l < s.n_layer; ++l) {
@@ -30,7 +31,12 @@ ParameterLayout::ParameterLayout(const ModelShape& s) {
   }
   add("ln_f.weight", {C}, InitKind::kNormWeight);
   if (s.bias) add("ln_f.bias", {C}, InitKind::kNormBias);
-  if (s.bias) add("lm_head.bias", {s.vocab_size}, InitKind::kLinearBias, C);
+  if (s.lm_head_bias) add("lm_head.bias", {s.padded_vocab_size}, InitKind::kLinearBias, C);
+  // The tensors with a row per token end in the vocabulary padding.
+  for (ParameterTensor& tensor : tensors_)
+    if (tensor.name == "token_embedding_table.weight" || tensor.name == "lm_head.weight" ||
+        tensor.name == "lm_head.bias")
+      tensor.padded_rows = s.padded_vocab_size - s.vocab_size;
 }
 
 void ParameterLayout::add(const std::string& name, std::vector<int> shape, InitKind init,
@@ -39,6 +45,22 @@ void ParameterLayout::add(const std::string& name, std::vector<int> shape, InitK
   for (int d : shape) size *= static_cast<size_t>(d);
   tensors_.push_back({name, std::move(shape), total_, size, init, fan_in});
   total_ += size;
+}
+
+std::vector<int> ParameterTensor::saved_shape() const {
+  std::vector<int> saved = shape;
+  saved[0] -= padded_rows;
+  return saved;
+}
+
+size_t ParameterTensor::saved_size() const {
+  return size / static_cast<size_t>(shape[0]) * static_cast<size_t>(shape[0] - padded_rows);
+}
+
+size_t ParameterLayout::saved_total() const {
+  size_t saved = 0;
+  for (const ParameterTensor& tensor : tensors_) saved += tensor.saved_size();
+  return saved;
 }
 
 const ParameterTensor* ParameterLayout::find(const std::string& name) const {

@@ -9,6 +9,10 @@
 //
 // All 2-D tensors (embeddings, matrices) come first, then all 1-D tensors (biases, LayerNorm
 // parameters): nanoGPT's "weight decay on matrices only" is then one contiguous range.
+//
+// With vocab_padding the token embedding, lm_head.weight and lm_head.bias have padded_vocab_size
+// rows, the real vocabulary's first: the padded rows are initialised to zero (as llm.c does), get
+// zero gradients, so stay zero, and files hold only the real rows (`saved_shape`).
 #pragma once
 
 #include <cstddef>
@@ -37,7 +41,11 @@ struct ParameterTensor {
   size_t size = 0;
   InitKind init = InitKind::kLinearWeight;
   int fan_in = 0;  // Linear weights and biases: the layer's input width
+  int padded_rows = 0;  // trailing rows of vocabulary padding (zero, never saved)
   bool is_matrix() const { return shape.size() == 2; }
+  // The shape without the padding: what checkpoints hold; its values are the first saved_size().
+  std::vector<int> saved_shape() const;
+  size_t saved_size() const;
 };
 
 class ParameterLayout {
@@ -47,6 +55,7 @@ class ParameterLayout {
   const std::vector<ParameterTensor>& tensors() const { return tensors_; }
   size_t total() const { return total_; }
   size_t matrix_total() const { return matrix_total_; }  // floats in the leading 2-D tensors
+  size_t saved_total() const;  // total() less the vocabulary padding: the values files hold
   // The tensor of that name, or nullptr.
   const ParameterTensor* find(const std::string& name) const;
   const ParameterTensor& at(const std::string& name) const;  // throws if absent
@@ -68,11 +77,11 @@ struct LayerTensors {
 };
 
 struct ModelTensors {
-  float* token_embedding;     // (V, C)
+  float* token_embedding;     // (Vp, C), Vp = padded_vocab_size
   float* position_embedding;  // (block_size, C)
   std::vector<LayerTensors> layers;
   float *lnf_weight, *lnf_bias;        // (C), (C) or null
-  float *lm_head_weight, *lm_head_bias;  // (V, C): the token embedding when tied; (V) or null
+  float *lm_head_weight, *lm_head_bias;  // (Vp, C): the token embedding when tied; (Vp) or null
 };
 
 ModelTensors bind_tensors(const ParameterLayout& layout, const ModelShape& shape, float* base);

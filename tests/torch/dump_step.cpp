@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     for (const NamedTensor& t : out) tensors.push_back({t.name, t.shape, t.values.data()});
     write_safetensors(out_dir + "/expected.safetensors", tensors,
                       {{"learning_rate", shortest_double(learning_rate_at(c, 0))},
-                       {"parameters", std::to_string(model.parameter_count())}});
+                       {"parameters", std::to_string(model.layout().saved_total())}});
     std::cout << "wrote " << out_dir << "\n";
     return 0;
   } catch (const Error& error) {

@@ -1,4 +1,5 @@
-// Cross-entropy on the CPU (reference: backend/reference/cross_entropy.h).
+// Cross-entropy on the CPU (reference: backend/reference/cross_entropy.h): rows of Vp logits, the
+// softmax over the first V, the padding's gradient 0.
 #include <algorithm>
 #include <cmath>
 
@@ -18,10 +19,10 @@ float row_max(const float* z, int V) {
 }  // namespace
 
 void CpuBackend::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
-                                       int N, int V) {
+                                       int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
-    const float* z = logits + static_cast<size_t>(i) * V;
+    const float* z = logits + static_cast<size_t>(i) * Vp;
     const float max_logit = row_max(z, V);
     float total = 0.0f;
 #pragma omp simd reduction(+ : total)
@@ -30,12 +31,12 @@ void CpuBackend::cross_entropy_forward(float* losses, const float* logits, const
   }
 }
 
-void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits,
-                                        const int32_t* targets, int N, int V, float dloss) {
+void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+                                        int N, int V, int Vp, float dloss) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
-    const float* z = logits + static_cast<size_t>(i) * V;
-    float* dz = dlogits + static_cast<size_t>(i) * V;
+    const float* z = logits + static_cast<size_t>(i) * Vp;
+    float* dz = dlogits + static_cast<size_t>(i) * Vp;
     const float max_logit = row_max(z, V);
     float total = 0.0f;
 #pragma omp simd reduction(+ : total)
@@ -47,6 +48,7 @@ void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits,
 #pragma omp simd
     for (int v = 0; v < V; ++v) dz[v] *= scale;
     dz[targets[i]] -= dloss;
+    std::fill(dz + V, dz + Vp, 0.0f);
   }
 }
 

@@ -106,9 +106,9 @@ class CudaBackend final : public Backend {
   void dropout_add_backward(float* dbranch, const float* dout, int B, size_t per_sample,
                             const DropoutSpec& dropout) override;
   void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
-                             int V) override;
+                             int V, int Vp) override;
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N,
-                              int V, float dloss) override;
+                              int V, int Vp, float dloss) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const AdamWStep& step) override;
   void sum(float* result, const float* x, size_t n) override;
