@@ -77,11 +77,19 @@ size_t loadable_values(const SafetensorsFile& file) {
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
                      const Vocabulary& vocabulary, int64_t step, double train_loss,
                      double val_loss) {
-  const std::vector<float> flat = model.read_parameters();
+  save_checkpoint(path, model.shape(), model.read_parameters(), config, vocabulary, step,
+                  train_loss, val_loss, {});
+}
+
+void save_checkpoint(const std::string& path, const ModelShape& shape,
+                     const std::vector<float>& flat, const Config& config,
+                     const Vocabulary& vocabulary, int64_t step, double train_loss,
+                     double val_loss, const std::map<std::string, std::string>& extra_metadata) {
   for (size_t i = 0; i < flat.size(); ++i)
     if (!std::isfinite(flat[i]))
       throw Error("refusing to write " + path + ": the parameters hold a non-finite value");
-  const std::vector<NamedTensor> named = to_seed_state_dict(model.shape(), model.layout(), flat);
+  const ParameterLayout layout(shape);
+  const std::vector<NamedTensor> named = to_seed_state_dict(shape, layout, flat);
   std::vector<TensorToWrite> tensors;
   for (const NamedTensor& tensor : named)
     tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
@@ -90,7 +98,8 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
   metadata["step"] = std::to_string(step);
   metadata["train_loss"] = shortest_double(train_loss);
   metadata["val_loss"] = shortest_double(val_loss);
-  metadata["parameters"] = std::to_string(model.parameter_count());
+  metadata["parameters"] = std::to_string(layout.total());
+  for (const auto& [key, value] : extra_metadata) metadata[key] = value;
   write_safetensors(path, tensors, metadata);
 }
 
@@ -122,7 +131,11 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
   if (metadata.format() == kCheckpointFormat) {
     result.written_by_folio = true;
     result.config = metadata.config();
-    result.vocabulary = metadata.vocabulary();
+    if (const auto tokenizer = file.metadata().find("tokenizer");
+        tokenizer != file.metadata().end())
+      result.tokenizer_json = tokenizer->second;  // a BPE model: no character vocabulary
+    else
+      result.vocabulary = metadata.vocabulary();
     result.step = metadata.number_or<int64_t>("step", -1);
     result.train_loss = metadata.number_or<double>("train_loss", -1);
     result.val_loss = metadata.number_or<double>("val_loss", -1);
@@ -136,9 +149,15 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
     result.vocabulary = *data_vocabulary;
   }
   validate_config(result.config);
-  result.shape = ModelShape::from_config(result.config, result.vocabulary.size());
   const SafetensorsTensor* token = file.find("token_embedding_table.weight");
-  if (token != nullptr && !token->shape.empty() && token->shape[0] != result.vocabulary.size())
+  // COUPLING (token-data): a BPE model's vocabulary size is its embedding table's.
+  const bool bpe = !result.tokenizer_json.empty();
+  if (bpe && (token == nullptr || token->shape.size() != 2 || token->shape[0] < 1 ||
+              token->shape[0] > (1 << 24)))
+    throw Error("checkpoint " + path + " has no usable token_embedding_table.weight (damaged?)");
+  result.shape = ModelShape::from_config(
+      result.config, bpe ? static_cast<int>(token->shape[0]) : result.vocabulary.size());
+  if (!bpe && token != nullptr && !token->shape.empty() && token->shape[0] != result.vocabulary.size())
     throw Error("checkpoint " + path + " has " + std::to_string(token->shape[0]) +
                 " token embeddings, but the vocabulary has " +
                 std::to_string(result.vocabulary.size()) +

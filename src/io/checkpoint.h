@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct LoadedCheckpoint {
   double train_loss = -1, val_loss = -1;  // -1: not recorded
   size_t file_size = 0;
   std::string data_sha256;
+  // A byte-level BPE model (imported from Hugging Face) carries its tokenizer as tokenizer.json
+  // text in the "tokenizer" metadata entry, and no character vocabulary (`vocabulary` is empty).
+  // COUPLING: the token-data branch's one tokenizer interface replaces this field.
+  std::string tokenizer_json;
 };
 
 // Throws when `file` is folio's training state (state.safetensors), naming the checkpoint to use.
@@ -43,6 +48,13 @@ bool is_folio_checkpoint(const SafetensorsFile& file);
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
                      const Vocabulary& vocabulary, int64_t step, double train_loss,
                      double val_loss);
+
+// The same from flat parameters in the ParameterLayout of `shape` (what `folio import` writes);
+// `extra_metadata` entries are added to folio's own.
+void save_checkpoint(const std::string& path, const ModelShape& shape,
+                     const std::vector<float>& parameters, const Config& config,
+                     const Vocabulary& vocabulary, int64_t step, double train_loss,
+                     double val_loss, const std::map<std::string, std::string>& extra_metadata);
 
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then
 // `data_vocabulary` is required (nullptr is an error saying to pass --data).
