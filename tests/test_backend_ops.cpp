@@ -227,7 +227,8 @@ TEST_P(BackendOps, AttentionRecomputesOnlyTheRowsAfterQStart) {
 }
 
 TEST_P(BackendOps, Activation) {
-  for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
+  for (Activation kind : {Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {
+    SCOPED_TRACE(activation_name(kind));
     const size_t n = 10007;
     const Floats x = random_vector<float>(n, 22, 3.0), dout = random_vector<float>(n, 23);
     auto d_x = upload(x), d_dout = upload(dout), d_out = poisoned(n), d_dx = poisoned(n);
@@ -243,10 +244,9 @@ TEST_P(BackendOps, Activation) {
 
 TEST_P(BackendOps, MatmulActivationFused) {
   // The fused pair against reference::matmul_forward then reference::activation_forward.
-  for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
+  for (Activation kind : {Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {
     for (bool with_bias : {true, false}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "gelu " << (kind == Activation::kGelu) << " bias " << with_bias);
+      SCOPED_TRACE(::testing::Message() << activation_name(kind) << " bias " << with_bias);
       const int N = 67, IC = 33, OC = 29;
       const Floats x = random_vector<float>(N * IC, 60), w = random_vector<float>(OC * IC, 61),
                    b = random_vector<float>(OC, 62, 2.0);

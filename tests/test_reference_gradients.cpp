@@ -172,7 +172,8 @@ TEST_P(ReferenceGradientsActivation, Activation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ReferenceGradientsActivation,
-                         ::testing::Values(Activation::kRelu, Activation::kGelu));
+                         ::testing::Values(Activation::kRelu, Activation::kGelu,
+                                           Activation::kGeluTanh));
 
 TEST(ReferenceGradients, CrossEntropy) {
   const int N = 4, V = 6;

@@ -1,7 +1,7 @@
 """The seed's GPT in PyTorch, and folio checkpoints loaded into it.
 
 The model classes are seed 000's (Head, MultiHeadAttention, FeedFoward, Block,
-GPTLanguageModel), with the switches folio's configs have: activation (relu|gelu), bias
+GPTLanguageModel), with the switches folio's configs have: activation (relu|gelu|gelu_tanh), bias
 (Linear and LayerNorm biases), tie_weights (lm_head shares the token embedding) and head_size
 (n_embd // n_head by default). With the defaults it is seed 000's model exactly.
 
@@ -74,6 +74,15 @@ class MultiHeadAttention(nn.Module):
         return self.dropout(self.proj(out))
 
 
+def activation_module(name):
+    """folio's `activation`: relu, gelu (exact erf) or gelu_tanh (GPT-2's tanh form)."""
+    if name == "gelu":
+        return nn.GELU()
+    if name == "gelu_tanh":
+        return nn.GELU(approximate="tanh")
+    return nn.ReLU()
+
+
 class FeedFoward(nn.Module):
     """a simple linear layer followed by a non-linearity"""
 
@@ -82,7 +91,7 @@ class FeedFoward(nn.Module):
         n_embd = cfg["n_embd"]
         self.net = nn.Sequential(
             nn.Linear(n_embd, 4 * n_embd, bias=cfg["bias"]),
-            nn.GELU() if cfg["activation"] == "gelu" else nn.ReLU(),
+            activation_module(cfg["activation"]),
             nn.Linear(4 * n_embd, n_embd, bias=cfg["bias"]),
             nn.Dropout(cfg["dropout"]),
         )

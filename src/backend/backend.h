@@ -18,7 +18,20 @@
 
 namespace folio {
 
-enum class Activation { kRelu, kGelu };
+// The feed-forward nonlinearity: ReLU (the seed), GELU with the exact erf (torch.nn.GELU(),
+// nanoGPT), or GELU in its tanh form (GPT-2's gelu_new, nn.GELU(approximate='tanh')). Named in
+// configs and checkpoints as "relu", "gelu" and "gelu_tanh".
+enum class Activation { kRelu, kGelu, kGeluTanh };
+
+inline const char* activation_name(Activation kind) {
+  return kind == Activation::kRelu ? "relu" : kind == Activation::kGelu ? "gelu" : "gelu_tanh";
+}
+// The kind a (validated) config name stands for.
+inline Activation activation_from_name(const std::string& name) {
+  return name == "gelu" ? Activation::kGelu
+         : name == "gelu_tanh" ? Activation::kGeluTanh
+                               : Activation::kRelu;
+}
 
 // One AdamW update, exactly torch.optim.AdamW's (decoupled decay, bias-corrected moments).
 struct AdamWStep {
@@ -101,7 +114,7 @@ class Backend {
                                   const float* saved, int B, int T, int H, int head_size,
                                   const DropoutSpec& dropout) = 0;
 
-  // ---- elementwise nonlinearity (ReLU, or exact erf GELU as torch.nn.GELU()) ----------------
+  // ---- elementwise nonlinearity (ReLU, exact erf GELU, or tanh GELU: see Activation) --------
   virtual void activation_forward(float* out, const float* inp, size_t n, Activation kind) = 0;
   // dinp =
   virtual void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,

@@ -67,8 +67,9 @@ const std::vector<ConfigKey>& config_keys() {
        .group = "model",
        .scope = ConfigScope::kModel,
        .member = &Config::activation,
-       .help = "feed-forward nonlinearity",
-       .choices = "relu|gelu"},
+       .help = "feed-forward nonlinearity: relu (seed), gelu (exact erf, nanoGPT), gelu_tanh (tanh "
+               "form, GPT-2)",
+       .choices = "relu|gelu|gelu_tanh"},
       {.name = "tie_weights",
        .group = "model",
        .scope = ConfigScope::kModel,

@@ -63,7 +63,7 @@ std::string structure_text(const ModelShape& shape) {
   std::ostringstream out;
   out << shape.n_layer << " layers x " << shape.n_head << " heads x " << shape.n_embd
       << " wide (head size " << shape.head_size << "), block " << shape.block_size << ", "
-      << (shape.activation == Activation::kGelu ? "gelu" : "relu") << ", "
+      << activation_name(shape.activation) << ", "
       << (shape.bias ? "biases" : "no biases") << ", "
       << (shape.tie_weights ? "lm_head tied to the token embedding" : "separate lm_head");
   return out.str();

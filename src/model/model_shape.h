@@ -31,7 +31,7 @@ struct ModelShape {
     shape.head_size = config.effective_head_size();
     shape.bias = config.bias;
     shape.tie_weights = config.tie_weights;
-    shape.activation = config.activation == "gelu" ? Activation::kGelu : Activation::kRelu;
+    shape.activation = activation_from_name(config.activation);
     return shape;
   }
 };

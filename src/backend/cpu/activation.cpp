@@ -1,5 +1,5 @@
-// ReLU and exact GELU on the CPU (reference: backend/reference/activation.h), alone and fused
-// with the bias add of the linear layer before them.
+// ReLU, exact GELU and tanh GELU on the CPU (reference: backend/reference/activation.h), alone
+// and fused with the bias add of the linear layer before them.
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
@@ -11,12 +11,25 @@ namespace {
 
 // The nonlinearity and its derivative, one template per kind so that each loop vectorises
 // without a branch on the kind inside it.
+// The tanh GELU as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): the same function as
+// 0.5 x (1 + tanh u), since 0.5 (1 + tanh u) = sigmoid(2u), but with vexp in place of a tanh the
+// loop would call, and no cancellation in 1 + tanh u for negative x.
+constexpr float kGeluTanhScale = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluTanhCubic = 0.044715f;
+
+inline float sigmoid_of_twice_gelu_u(float x) {
+  const float u = kGeluTanhScale * (x + kGeluTanhCubic * x * x * x);
+  return 1.0f / (1.0f + cpu::vexp(-2.0f * u));  // vexp clamps: 1 / (1 + 1e38) for very negative x
+}
+
 template <Activation kKind>
 inline float activate(float x) {
   if constexpr (kKind == Activation::kRelu) {
     return x > 0.0f ? x : 0.0f;
-  } else {
+  } else if constexpr (kKind == Activation::kGelu) {
     return 0.5f * x * (1.0f + cpu::verf(x * static_cast<float>(M_SQRT1_2)));
+  } else {
+    return x * sigmoid_of_twice_gelu_u(x);
   }
 }
 
@@ -24,6 +37,11 @@ template <Activation kKind>
 inline float activation_derivative(float x) {
   if constexpr (kKind == Activation::kRelu) {
     return x > 0.0f ? 1.0f : 0.0f;
+  } else if constexpr (kKind == Activation::kGeluTanh) {
+    // d/dx [x s(2u)] = s(2u) + x * 2 s(2u) (1 - s(2u)) u'(x), s the sigmoid
+    const float s = sigmoid_of_twice_gelu_u(x);
+    const float du = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * x * x);
+    return s + 2.0f * x * s * (1.0f - s) * du;
   } else {
     // d/dx [x Phi(x)] = Phi(x) + x phi(x)
     const float inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
@@ -71,19 +89,20 @@ void add_bias_and_activate(float* pre, float* out, const float* bias, int N, int
 }  // namespace
 
 void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind) {
-  if (kind == Activation::kRelu) {
-    activate_all<Activation::kRelu>(out, inp, n);
-  } else {
-    activate_all<Activation::kGelu>(out, inp, n);
+  switch (kind) {
+    case Activation::kRelu: return activate_all<Activation::kRelu>(out, inp, n);
+    case Activation::kGelu: return activate_all<Activation::kGelu>(out, inp, n);
+    case Activation::kGeluTanh: return activate_all<Activation::kGeluTanh>(out, inp, n);
   }
 }
 
 void CpuBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                                      Activation kind) {
-  if (kind == Activation::kRelu) {
-    activate_all_backward<Activation::kRelu>(dinp, dout, inp, n);
-  } else {
-    activate_all_backward<Activation::kGelu>(dinp, dout, inp, n);
+  switch (kind) {
+    case Activation::kRelu: return activate_all_backward<Activation::kRelu>(dinp, dout, inp, n);
+    case Activation::kGelu: return activate_all_backward<Activation::kGelu>(dinp, dout, inp, n);
+    case Activation::kGeluTanh:
+      return activate_all_backward<Activation::kGeluTanh>(dinp, dout, inp, n);
   }
 }
 
@@ -94,10 +113,11 @@ void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* 
                                            const float* weight, const float* bias, int N, int IC,
                                            int OC, Activation kind) {
   matmul_forward(pre, inp, weight, nullptr, N, IC, OC);
-  if (kind == Activation::kRelu) {
-    add_bias_and_activate<Activation::kRelu>(pre, out, bias, N, OC);
-  } else {
-    add_bias_and_activate<Activation::kGelu>(pre, out, bias, N, OC);
+  switch (kind) {
+    case Activation::kRelu: return add_bias_and_activate<Activation::kRelu>(pre, out, bias, N, OC);
+    case Activation::kGelu: return add_bias_and_activate<Activation::kGelu>(pre, out, bias, N, OC);
+    case Activation::kGeluTanh:
+      return add_bias_and_activate<Activation::kGeluTanh>(pre, out, bias, N, OC);
   }
 }
 

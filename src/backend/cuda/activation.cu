@@ -1,7 +1,7 @@
-// The feed-forward nonlinearity on the GPU (reference: backend/reference/activation.h): ReLU, or
-// GELU with the exact erf, as torch.nn.GELU(). Element-wise; the output (or input gradient) is
-// written in bf16 too when a matrix product reads it that way. Nothing is saved: the backward
-// pass reads the input the model keeps.
+// The feed-forward nonlinearity on the GPU (reference: backend/reference/activation.h): ReLU,
+// GELU with the exact erf, as torch.nn.GELU(), or GELU in its tanh form (GPT-2's gelu_new).
+// Element-wise; the output (or input gradient) is written in bf16 too when a matrix product reads
+// it that way. Nothing is saved: the backward pass reads the input the model keeps.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernel_helpers.cuh"
 
@@ -15,28 +15,54 @@ __device__ __forceinline__ float gelu_cdf(float x) {
   return 0.5f * (1.0f + erff(x * kInverseSqrt2));
 }
 
+// The tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+constexpr float kGeluTanhScale = 0.7978845608028654f;
+constexpr float kGeluTanhCubic = 0.044715f;
+
+__device__ __forceinline__ float gelu_tanh_inner(float x) {
+  return kGeluTanhScale * (x + kGeluTanhCubic * x * x * x);
+}
+
+__device__ __forceinline__ float activate(float x, Activation kind) {
+  switch (kind) {
+    case Activation::kRelu: return fmaxf(x, 0.0f);
+    case Activation::kGelu: return x * gelu_cdf(x);
+    default: return 0.5f * x * (1.0f + tanhf(gelu_tanh_inner(x)));
+  }
+}
+
+// 1 for x > 0 (ReLU); Phi(x) + x phi(x) (GELU); 0.5 (1 + t) + 0.5 x (1 - t^2) u'(x) with
+// t = tanh(u) (tanh GELU)
+__device__ __forceinline__ float activation_derivative(float x, Activation kind) {
+  constexpr float kInverseSqrt2Pi = 0.3989422804014327f;
+  switch (kind) {
+    case Activation::kRelu: return x > 0.0f ? 1.0f : 0.0f;
+    case Activation::kGelu: return gelu_cdf(x) + x * expf(-0.5f * x * x) * kInverseSqrt2Pi;
+    default: {
+      const float t = tanhf(gelu_tanh_inner(x));
+      const float du = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * x * x);
+      return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+    }
+  }
+}
+
 __global__ void activation_forward_kernel(float* out, cuda::bf16* out_bf16, const float* inp,
                                           size_t n, Activation kind) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
     const float x = inp[i];
-    const float y = kind == Activation::kRelu ? fmaxf(x, 0.0f) : x * gelu_cdf(x);
+    const float y = activate(x, kind);
     out[i] = y;
     if (out_bf16) out_bf16[i] = __float2bfloat16(y);
   }
 }
 
-// dinp = dout * f'(x): 1 for x > 0 (ReLU); Phi(x) + x phi(x) (GELU)
+// dinp = dout * f'(x)
 __global__ void activation_backward_kernel(float* dinp, cuda::bf16* dinp_bf16, const float* dout,
                                            const float* inp, size_t n, Activation kind) {
-  constexpr float kInverseSqrt2Pi = 0.3989422804014327f;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    const float x = inp[i];
-    const float derivative = kind == Activation::kRelu
-                                 ? (x > 0.0f ? 1.0f : 0.0f)
-                                 : gelu_cdf(x) + x * expf(-0.5f * x * x) * kInverseSqrt2Pi;
-    const float g = dout[i] * derivative;
+    const float g = dout[i] * activation_derivative(inp[i], kind);
     dinp[i] = g;
     if (dinp_bf16) dinp_bf16[i] = __float2bfloat16(g);
   }
