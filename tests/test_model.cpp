@@ -252,7 +252,7 @@ TEST(Checkpoint, RoundTripsWeightsConfigAndVocabulary) {
   EXPECT_TRUE(loaded.written_by_folio);
   EXPECT_EQ(loaded.step, 42);
   EXPECT_DOUBLE_EQ(loaded.val_loss, 2.75);
-  EXPECT_EQ(loaded.vocabulary.symbols(), vocabulary.symbols());
+  EXPECT_EQ(loaded.tokenizer.characters()->symbols(), vocabulary.symbols());
   EXPECT_EQ(loaded.config.head_size, 10);
   EXPECT_EQ(loaded.parameters, model.read_parameters());
   // The per-head names of the seed are in the file.

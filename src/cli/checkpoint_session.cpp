@@ -36,8 +36,9 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
     if (session.data_path.empty() && needs_data)
       session.data_path = recorded_data_path(session.checkpoint);
     if (!session.data_path.empty())
-      session.data = load_text_dataset(session.data_path, session.checkpoint.config.train_fraction,
-                                       &session.checkpoint.vocabulary);
+      session.data = load_dataset(session.data_path, session.checkpoint.config.train_fraction,
+                                  base_config.tokenizer, &session.checkpoint.tokenizer,
+                                  "checkpoint " + checkpoint_path);
   } else {
     // A file from PyTorch carries no vocabulary: it comes from the text, fetched only for a
     // file that looks like a model.
@@ -50,9 +51,10 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
       session.data_path = resolve_data_path("");
     }
     if (!session.data_path.empty())
-      session.data = load_text_dataset(session.data_path, base_config.train_fraction);
-    session.checkpoint =
-        load_checkpoint(file, base_config, session.data ? &session.data->vocabulary : nullptr);
+      session.data = Dataset::from_text(
+          load_text_dataset(session.data_path, base_config.train_fraction));
+    session.checkpoint = load_checkpoint(
+        file, base_config, session.data ? session.data->tokenizer().characters() : nullptr);
   }
   session.backend =
       make_backend(base_config.device, base_config.threads, {base_config.dtype, base_config.tf32});

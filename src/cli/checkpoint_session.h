@@ -1,5 +1,5 @@
-// What `folio eval` and `folio sample` share: a checkpoint opened on a backend, with the text
-// (when given) encoded in the checkpoint's vocabulary.
+// What `folio eval` and `folio sample` share: a checkpoint opened on a backend, with the data
+// (when given: a text encoded in the checkpoint's vocabulary, or token files of its tokenizer).
 #pragma once
 
 #include <memory>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "data/text_dataset.h"
+#include "data/dataset.h"
 #include "io/checkpoint.h"
 #include "model/gpt.h"
 
@@ -15,7 +15,7 @@ namespace folio {
 
 struct CheckpointSession {
   LoadedCheckpoint checkpoint;
-  std::optional<TextDataset> data;
+  std::optional<Dataset> data;
   std::string data_path;  // where `data` came from; empty without data
   std::unique_ptr<Backend> backend;
   std::unique_ptr<GPT> model;

@@ -8,7 +8,7 @@
 #include "data/text_dataset.h"
 #include "io/checkpoint.h"
 #include "io/hf_gpt2.h"
-#include "tokenizer/tokenizer_files.h"
+#include "tokenizer/tokenizer.h"
 
 namespace folio {
 
@@ -60,26 +60,19 @@ int import_command(Arguments& arguments) {
 
   HfGpt2Model model = read_hf_gpt2(*dir, base);
   if (tokenizer_spec) {
-    const ByteLevelBpe tokenizer = load_tokenizer(*tokenizer_spec);
-    if (tokenizer.vocab_size() > static_cast<size_t>(model.shape.vocab_size))
-      throw Error("the tokenizer " + *tokenizer_spec + " has " +
-                  std::to_string(tokenizer.vocab_size()) + " tokens, more than the model's " +
-                  std::to_string(model.shape.vocab_size));
-    model.tokenizer_json = tokenizer_json_text(tokenizer.definition());
-    model.tokenizer_source = *tokenizer_spec;
+    model.tokenizer = Tokenizer::load(*tokenizer_spec);
+    check_tokenizer_fits(*model.tokenizer, model.shape, "the tokenizer " + *tokenizer_spec);
   }
-  if (model.tokenizer_json.empty())
+  if (!model.tokenizer)
     throw Error(*dir +
                 " has no tokenizer (tokenizer.json, or vocab.json + merges.txt): copy it "
                 "there, or pass --tokenizer gpt2 for GPT-2's own");
-  // COUPLING (token-data): the tokenizer is stored as tokenizer.json text in the metadata.
-  save_checkpoint(*out, model.shape, model.parameters, model.config, Vocabulary{}, -1, -1, -1,
-                  {{"tokenizer", model.tokenizer_json}});
+  save_checkpoint(*out, model.shape, model.parameters, model.config, *model.tokenizer, -1, -1, -1);
   std::cout << "imported " << *dir << " as " << *out << ": GPT-2 with " << model.shape.n_layer
             << " layers, " << model.shape.n_head << " heads, n_embd " << model.shape.n_embd
             << ", block_size " << model.shape.block_size << ", " << model.shape.vocab_size
             << " tokens, " << model.config.activation << ", " << count_text(model.parameters.size())
-            << " parameters; tokenizer from " << model.tokenizer_source << "\n";
+            << " parameters; tokenizer: " << model.tokenizer->description() << "\n";
   return 0;
 }
 
@@ -108,16 +101,16 @@ int export_command(Arguments& arguments) {
     throw Error(weights + " exists: pass --force to replace it, or choose another --hf DIR");
   try {
     write_hf_gpt2(*dir, checkpoint.config, checkpoint.shape, checkpoint.parameters,
-                  checkpoint.tokenizer_json);
+                  checkpoint.tokenizer);
   } catch (const Error& error) {
     throw Error("cannot export " + *checkpoint_path + " as GPT-2: " + error.what());
   }
   std::cout << "exported " << *checkpoint_path << " to " << *dir
             << " (model.safetensors, config.json"
-            << (checkpoint.tokenizer_json.empty() ? "" : ", tokenizer.json") << ")\n";
-  if (checkpoint.tokenizer_json.empty())
-    std::cout << "note: the model's " << checkpoint.vocabulary.size()
-              << "-character vocabulary is no GPT-2 tokenizer, so no tokenizer file was written; "
+            << (checkpoint.tokenizer.bpe() ? ", tokenizer.json" : "") << ")\n";
+  if (checkpoint.tokenizer.is_characters())
+    std::cout << "note: the model's vocabulary (" << checkpoint.tokenizer.description()
+              << ") is no GPT-2 tokenizer, so no tokenizer file was written; "
                  "token id i is character "
                  "i of the vocabulary `folio info` lists\n";
   return 0;

@@ -16,7 +16,7 @@ int info_command(Arguments& arguments) {
     std::cout << "usage: folio info CKPT [--json] [--data FILE]\n\n"
                  "Describes a checkpoint: file size and sha256, the step and losses it was "
                  "saved at, the preset it matches,\nthe model's structure, its parameters by "
-                 "tensor group, the vocabulary and the full config; --json prints\nall of it as "
+                 "tensor group, the tokenizer (characters or byte-level BPE) and the full config; --json prints\nall of it as "
                  "one JSON object. --data (and config keys such as --activation) are needed only "
                  "for files\nwritten by PyTorch, which carry no vocabulary or config.\n";
     return 0;

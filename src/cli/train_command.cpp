@@ -13,7 +13,7 @@
 #include "config/presets.h"
 #include "core/error.h"
 #include "data/fetch.h"
-#include "data/text_dataset.h"
+#include "data/dataset.h"
 #include "distributed/launch_environment.h"
 #include "distributed/local_ranks.h"
 #include "distributed/make_communicator.h"
@@ -112,7 +112,9 @@ int train_command(Arguments& arguments) {
     std::cout << "usage: folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] "
                  "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--overwrite] [--quiet] "
                  "[--print_config] [--KEY=VALUE ...]\n\n"
-                 "Trains a GPT on a UTF-8 text file. --config names a preset ("
+                 "Trains a GPT on a UTF-8 text file (its characters) or on a folder of token "
+                 "files from folio prepare (--data DIR [--tokenizer gpt2|FILE|DIR]).\n"
+                 "--config names a preset ("
               << preset_names()
               << "; default shakespeare_char) or a file of `key = value` lines; each\n"
                  "--KEY=VALUE then overrides one config key. --init_from starts from the weights "
@@ -189,21 +191,23 @@ int train_command(Arguments& arguments) {
   const std::string data_path = resolve_data_path(config.data);
   TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),
                          !quiet && env.rank == 0);
-  const TextDataset data =
-      load_text_dataset(data_path, config.train_fraction, state ? &state->vocabulary : nullptr,
-                        [&](double fraction) { preparing.set_done(fraction); });
+  const Dataset data =
+      load_dataset(data_path, config.train_fraction, config.tokenizer,
+                   state ? &state->tokenizer : nullptr, "the resumed run in " + resume_dir,
+                   [&](double fraction) { preparing.set_done(fraction); });
   preparing.finish();
   check_dataset_fits(data, config.block_size);
-  if (data.vocabulary.size() == 1 && env.rank == 0)
+  if (data.tokenizer().size() == 1 && env.rank == 0)
     std::fprintf(stderr,
                  "folio: warning: %s holds only one distinct character, so there is "
                  "nothing to learn: the model will predict it every time and the loss fall to 0; "
                  "train on a text with more than one character\n",
                  data_path.c_str());
-  if (state && data.file_sha256 != state->data_sha256)
-    throw Error("the text in " + data_path + " differs from the one the resumed run trained on "
-                "(sha256 " + data.file_sha256.substr(0, 12) + "... vs " +
-                state->data_sha256.substr(0, 12) + "...): pass --data with the original file");
+  if (state && data.identity() != state->data_sha256)
+    throw Error("the data in " + data_path + " differs from the data the resumed run trained on " +
+                "(identity " + data.identity().substr(0, 12) + "... vs " +
+                state->data_sha256.substr(0, 12) + "...): pass --data with the original " +
+                (data.text() ? "file" : "folder"));
 
   BackendOptions backend_options;
   backend_options.dtype = config.dtype;

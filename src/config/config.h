@@ -31,6 +31,7 @@ struct Config {
 
   // ---- data --------------------------------------------------------------------------------
   std::string data;  // empty: data/tinyshakespeare/input.txt, fetched when absent
+  std::string tokenizer;  // for a folder of token files: gpt2|FILE|DIR; empty: DIR/tokenizer.json
   double train_fraction = 0.9;
 
   // ---- optimisation ------------------------------------------------------------------------

@@ -93,8 +93,15 @@ const std::vector<ConfigKey>& config_keys() {
        .scope = ConfigScope::kHost,
        .member = &Config::data,
        .help =
-           "UTF-8 text file to train on; empty: data/tinyshakespeare/input.txt, downloaded when "
-           "absent"},
+           "UTF-8 text file to train on (its characters), or a folder of token files that folio "
+           "prepare wrote (train/val .bin or shards); empty: data/tinyshakespeare/input.txt, "
+           "downloaded when absent"},
+      {.name = "tokenizer",
+       .group = "data",
+       .scope = ConfigScope::kHost,
+       .member = &Config::tokenizer,
+       .help = "the tokenizer of a --data folder of token files: gpt2, a tokenizer.json, or a "
+               "folder with one; empty: the folder's own tokenizer.json"},
       {.name = "train_fraction",
        .group = "data",
        .scope = ConfigScope::kRecipe,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/philox.h"
+#include "data/token_sequence.h"
 
 namespace folio {
 
@@ -36,12 +37,16 @@ struct BatchSplit {
   }
 };
 
+// Copies the window at `start` into row `row` of the batch: inputs split[start, start + T),
+// targets split[start + 1, start + T + 1).
+void copy_window(Batch& batch, int row, const TokenSequence& split, uint64_t start);
+
 // Start of window `window` (a global index) at `step`: uniform in [0, len - block_size).
 uint64_t random_window_start(uint64_t seed, RandomPurpose purpose, uint32_t step, uint32_t window,
                              size_t split_length, int block_size);
 
 // Fills `batch` with windows first_window .. first_window + batch_size - 1 of `split`.
-void fill_random_batch(Batch& batch, std::span<const int32_t> split, uint64_t seed,
+void fill_random_batch(Batch& batch, const TokenSequence& split, uint64_t seed,
                        RandomPurpose purpose, uint32_t step, uint32_t first_window);
 
 // Fills `batch` with random tokens below `vocabulary_size` instead of text, drawn per window
@@ -52,7 +57,7 @@ void fill_random_tokens(Batch& batch, uint64_t seed, uint32_t step, uint32_t fir
 // Fills `batch` with consecutive non-overlapping windows starting at window `first_window`
 // (window k covers split[k * block_size, (k + 1) * block_size]); returns how many fit, the rest
 // of the batch is left unused.
-int fill_consecutive_batch(Batch& batch, std::span<const int32_t> split, size_t first_window);
+int fill_consecutive_batch(Batch& batch, const TokenSequence& split, size_t first_window);
 
 // How many consecutive non-overlapping windows the split holds.
 size_t consecutive_window_count(size_t split_length, int block_size);

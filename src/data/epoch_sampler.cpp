@@ -8,7 +8,7 @@
 
 namespace folio {
 
-EpochSampler::EpochSampler(std::span<const int32_t> split, int block_size, uint64_t seed)
+EpochSampler::EpochSampler(const TokenSequence& split, int block_size, uint64_t seed)
     : split_(split), block_size_(block_size), seed_(seed),
       window_count_(split.size() - static_cast<size_t>(block_size)) {
   if (split.size() <= static_cast<size_t>(block_size))
@@ -43,12 +43,8 @@ uint64_t EpochSampler::window_start(uint64_t position) {
 }
 
 void EpochSampler::fill(Batch& batch, uint64_t first_position) {
-  const int T = batch.block_size;
-  for (int b = 0; b < batch.batch_size; ++b) {
-    const uint64_t start = window_start(first_position + b);
-    std::copy_n(split_.data() + start, T, batch.inputs.data() + size_t(b) * T);
-    std::copy_n(split_.data() + start + 1, T, batch.targets.data() + size_t(b) * T);
-  }
+  for (int b = 0; b < batch.batch_size; ++b)
+    copy_window(batch, b, split_, window_start(first_position + b));
 }
 
 }  // namespace folio

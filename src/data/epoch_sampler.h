@@ -20,7 +20,7 @@ namespace folio {
 
 class EpochSampler {
  public:
-  EpochSampler(std::span<const int32_t> split, int block_size, uint64_t seed);
+  EpochSampler(const TokenSequence& split, int block_size, uint64_t seed);
 
   size_t windows_per_epoch() const { return window_count_; }
   // Start of the window at `position` of the epoch stream.
@@ -31,7 +31,7 @@ class EpochSampler {
  private:
   const std::vector<uint32_t>& permutation(uint64_t epoch);
 
-  std::span<const int32_t> split_;
+  TokenSequence split_;
   int block_size_;
   uint64_t seed_;
   size_t window_count_;

@@ -135,6 +135,13 @@ void TokenFile::check(TokenFileLayout layout, size_t vocab_size) {
                   "--tokenizer (the model's tokenizer)");
 }
 
+void TokenFile::copy_to(size_t start, size_t count, int32_t* out) const {
+  if (wide_)
+    std::copy_n(wide_ + start, count, out);  // ids are checked below vocab_size <= 2^24
+  else
+    std::copy_n(narrow_ + start, count, out);
+}
+
 TokenFile::~TokenFile() {
   if (mapping_ != nullptr) ::munmap(mapping_, mapped_bytes_);
 }

@@ -45,6 +45,8 @@ class TokenFile {
   const std::string& path() const { return path_; }
   size_t size() const { return count_; }
   uint32_t operator[](size_t i) const { return wide_ ? wide_[i] : narrow_[i]; }
+  // Tokens start .. start + count - 1 as int32 ids (what batches hold).
+  void copy_to(size_t start, size_t count, int32_t* out) const;
 
  private:
   void check(TokenFileLayout layout, size_t vocab_size);  // the header, the size and every id

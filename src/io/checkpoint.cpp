@@ -75,16 +75,14 @@ size_t loadable_values(const SafetensorsFile& file) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
-                     const Vocabulary& vocabulary, int64_t step, double train_loss,
-                     double val_loss) {
-  save_checkpoint(path, model.shape(), model.read_parameters(), config, vocabulary, step,
-                  train_loss, val_loss, {});
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss) {
+  save_checkpoint(path, model.shape(), model.read_parameters(), config, tokenizer, step, train_loss,
+                  val_loss);
 }
 
 void save_checkpoint(const std::string& path, const ModelShape& shape,
                      const std::vector<float>& flat, const Config& config,
-                     const Vocabulary& vocabulary, int64_t step, double train_loss,
-                     double val_loss, const std::map<std::string, std::string>& extra_metadata) {
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss) {
   for (size_t i = 0; i < flat.size(); ++i)
     if (!std::isfinite(flat[i]))
       throw Error("refusing to write " + path + ": the parameters hold a non-finite value");
@@ -94,12 +92,11 @@ void save_checkpoint(const std::string& path, const ModelShape& shape,
   for (const NamedTensor& tensor : named)
     tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
   std::map<std::string, std::string> metadata =
-      folio_metadata(kCheckpointFormat, config, vocabulary);
+      folio_metadata(kCheckpointFormat, config, tokenizer);
   metadata["step"] = std::to_string(step);
   metadata["train_loss"] = shortest_double(train_loss);
   metadata["val_loss"] = shortest_double(val_loss);
   metadata["parameters"] = std::to_string(layout.total());
-  for (const auto& [key, value] : extra_metadata) metadata[key] = value;
   write_safetensors(path, tensors, metadata);
 }
 
@@ -131,11 +128,7 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
   if (metadata.format() == kCheckpointFormat) {
     result.written_by_folio = true;
     result.config = metadata.config();
-    if (const auto tokenizer = file.metadata().find("tokenizer");
-        tokenizer != file.metadata().end())
-      result.tokenizer_json = tokenizer->second;  // a BPE model: no character vocabulary
-    else
-      result.vocabulary = metadata.vocabulary();
+    result.tokenizer = metadata.tokenizer();
     result.step = metadata.number_or<int64_t>("step", -1);
     result.train_loss = metadata.number_or<double>("train_loss", -1);
     result.val_loss = metadata.number_or<double>("val_loss", -1);
@@ -146,22 +139,15 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
                   " was not written by folio, so it carries no vocabulary: pass --data FILE "
                   "with the text the model was trained on");
     result.config = infer_structure(file, base_config);
-    result.vocabulary = *data_vocabulary;
+    result.tokenizer = *data_vocabulary;
   }
   validate_config(result.config);
+  result.shape = ModelShape::from_config(result.config, result.tokenizer.size());
   const SafetensorsTensor* token = file.find("token_embedding_table.weight");
-  // COUPLING (token-data): a BPE model's vocabulary size is its embedding table's.
-  const bool bpe = !result.tokenizer_json.empty();
-  if (bpe && (token == nullptr || token->shape.size() != 2 || token->shape[0] < 1 ||
-              token->shape[0] > (1 << 24)))
-    throw Error("checkpoint " + path + " has no usable token_embedding_table.weight (damaged?)");
-  result.shape = ModelShape::from_config(
-      result.config, bpe ? static_cast<int>(token->shape[0]) : result.vocabulary.size());
-  if (!bpe && token != nullptr && !token->shape.empty() && token->shape[0] != result.vocabulary.size())
+  if (token != nullptr && !token->shape.empty() && token->shape[0] != result.tokenizer.size())
     throw Error("checkpoint " + path + " has " + std::to_string(token->shape[0]) +
-                " token embeddings, but the vocabulary has " +
-                std::to_string(result.vocabulary.size()) +
-                " characters: use the text the model was trained on");
+                " token embeddings, but the vocabulary has " + result.tokenizer.description() +
+                ": use the text the model was trained on");
   const ParameterLayout layout(result.shape);
   // Refuse before allocating: a damaged config could otherwise ask for terabytes.
   if (layout.total() > loadable_values(file))

@@ -9,13 +9,13 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "data/vocabulary.h"
 #include "model/model_shape.h"
+#include "tokenizer/tokenizer.h"
 
 namespace folio {
 
@@ -25,18 +25,14 @@ class SafetensorsFile;
 struct LoadedCheckpoint {
   std::string path;
   Config config;
-  Vocabulary vocabulary;
+  Tokenizer tokenizer;
   ModelShape shape;
   std::vector<float> parameters;  // flat, in the ParameterLayout of `shape`
   bool written_by_folio = false;
-  int64_t step = -1;              // -1: not recorded
+  int64_t step = -1;                      // -1: not recorded
   double train_loss = -1, val_loss = -1;  // -1: not recorded
   size_t file_size = 0;
   std::string data_sha256;
-  // A byte-level BPE model (imported from Hugging Face) carries its tokenizer as tokenizer.json
-  // text in the "tokenizer" metadata entry, and no character vocabulary (`vocabulary` is empty).
-  // COUPLING: the token-data branch's one tokenizer interface replaces this field.
-  std::string tokenizer_json;
 };
 
 // Throws when `file` is folio's training state (state.safetensors), naming the checkpoint to use.
@@ -46,18 +42,15 @@ bool is_folio_checkpoint(const SafetensorsFile& file);
 
 // Writes atomically (see write_safetensors); a failure leaves the previous file intact.
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
-                     const Vocabulary& vocabulary, int64_t step, double train_loss,
-                     double val_loss);
-
-// The same from flat parameters in the ParameterLayout of `shape` (what `folio import` writes);
-// `extra_metadata` entries are added to folio's own.
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
+// The same from flat parameters in the ParameterLayout of `shape` (what `folio import` writes).
 void save_checkpoint(const std::string& path, const ModelShape& shape,
                      const std::vector<float>& parameters, const Config& config,
-                     const Vocabulary& vocabulary, int64_t step, double train_loss,
-                     double val_loss, const std::map<std::string, std::string>& extra_metadata);
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
 
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then
-// `data_vocabulary` is required (nullptr is an error saying to pass --data).
+// `data_vocabulary` is required (nullptr is an error saying to pass --data): such files are
+// char models of the seed's structure.
 LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
                                  const Vocabulary* data_vocabulary);
 // The same from a file already read (or parsed from memory, as the fuzz tests do).

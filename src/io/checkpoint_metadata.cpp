@@ -7,15 +7,19 @@
 namespace folio {
 
 std::map<std::string, std::string> folio_metadata(const char* format, const Config& config,
-                                                  const Vocabulary& vocabulary) {
-  return {
+                                                  const Tokenizer& tokenizer) {
+  std::map<std::string, std::string> metadata = {
       {"format", format},
       // A path in the config need not be UTF-8 (a Latin-1 file name): JSON cannot hold such
       // bytes, so they are stored as U+FFFD rather than failing the save after training.
       {"config",
        config_to_json(config).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
-      {"vocab", vocabulary.symbols_utf8()},
   };
+  if (const Vocabulary* characters = tokenizer.characters())
+    metadata["vocab"] = characters->symbols_utf8();
+  else
+    metadata["tokenizer"] = tokenizer.tokenizer_json();
+  return metadata;
 }
 
 CheckpointMetadata::CheckpointMetadata(const SafetensorsFile& file, std::string name)
@@ -40,7 +44,14 @@ Config CheckpointMetadata::config() const {
   return config;
 }
 
-Vocabulary CheckpointMetadata::vocabulary() const {
+Tokenizer CheckpointMetadata::tokenizer() const {
+  if (entries_.count("tokenizer")) {
+    try {
+      return Tokenizer::from_tokenizer_json(text("tokenizer"), name_ + "'s tokenizer");
+    } catch (const Error& error) {
+      throw Error(std::string(error.what()) + " (the checkpoint's stored tokenizer is damaged)");
+    }
+  }
   Vocabulary vocabulary;
   try {
     vocabulary = Vocabulary::from_utf8_symbols(text("vocab"));

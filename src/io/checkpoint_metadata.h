@@ -2,7 +2,9 @@
 // ckpt.safetensors and the training state state.safetensors), written and read in one place:
 //   format  which of the two files it is (kCheckpointFormat, kTrainingStateFormat)
 //   config  the run's Config as JSON (every key of config_keys.cpp)
-//   vocab   the vocabulary's characters in order, UTF-8
+//   vocab      a char model's vocabulary: its characters in order, UTF-8
+//   tokenizer  a BPE model's tokenizer: the text of its tokenizer.json (GPT-2's is ~2 MB, well
+//              under the 100 MiB safetensors header limit of io/safetensors.cpp)
 // plus numbers each file adds (step, losses, counters), read here too.
 #pragma once
 
@@ -13,7 +15,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
-#include "data/vocabulary.h"
+#include "tokenizer/tokenizer.h"
 
 namespace folio {
 
@@ -24,7 +26,7 @@ inline constexpr const char* kTrainingStateFormat = "folio-train-state-1";
 
 // The entries every folio file starts its metadata with.
 std::map<std::string, std::string> folio_metadata(const char* format, const Config& config,
-                                                  const Vocabulary& vocabulary);
+                                                  const Tokenizer& tokenizer);
 
 class CheckpointMetadata {
  public:
@@ -33,9 +35,10 @@ class CheckpointMetadata {
 
   // The file's format entry, "" when it has none (a file from another tool).
   const std::string& format() const { return format_; }
-  // The config and the vocabulary; throw folio::Error naming the file when missing or damaged.
+  // The config and the tokenizer (the `tokenizer` entry when present, else `vocab`); throw
+  // folio::Error naming the file when missing or damaged.
   Config config() const;
-  Vocabulary vocabulary() const;
+  Tokenizer tokenizer() const;
   // A required entry; throws naming the file and the entry when it is missing.
   const std::string& text(const std::string& key) const;
   // A required number (integers read as integers); throws when missing or malformed.

@@ -154,8 +154,11 @@ std::string summary_text(const CheckpointSummary& summary) {
                         ? "  (lm_head.weight is the token embedding)\n"
                         : "\n");
   }
-  row("vocabulary", std::to_string(checkpoint.vocabulary.size()) + " characters: " +
-                        printable_vocabulary(checkpoint.vocabulary));
+  if (const Vocabulary* characters = checkpoint.tokenizer.characters())
+    row("vocabulary", std::to_string(characters->size()) + " characters: " +
+                          printable_vocabulary(*characters));
+  else
+    row("tokenizer", checkpoint.tokenizer.description());
   out << "config\n";
   std::istringstream config_lines(config_to_text(checkpoint.config));
   for (std::string line; std::getline(config_lines, line);) out << "  " << line << "\n";
@@ -171,6 +174,7 @@ nlohmann::json summary_json(const CheckpointSummary& summary) {
     total += group.count;
   }
   auto recorded = [](double value) { return value >= 0 ? nlohmann::json(value) : nullptr; };
+  const Vocabulary* characters = checkpoint.tokenizer.characters();
   return {
       {"file", checkpoint.path},
       {"file_size", checkpoint.file_size},
@@ -185,8 +189,10 @@ nlohmann::json summary_json(const CheckpointSummary& summary) {
                                              : nlohmann::json(nullptr)},
       {"parameters", total},
       {"parameter_groups", groups},
-      {"vocab_size", checkpoint.vocabulary.size()},
-      {"vocabulary", checkpoint.vocabulary.symbols_utf8()},
+      {"vocab_size", checkpoint.tokenizer.size()},
+      // "characters" (and the characters under "vocabulary") or "byte-level BPE".
+      {"tokenizer", characters ? "characters" : "byte-level BPE"},
+      {"vocabulary", characters ? nlohmann::json(characters->symbols_utf8()) : nullptr},
       {"config", config_to_json(checkpoint.config)},
   };
 }

@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/whole_file.h"
-#include "tokenizer/tokenizer_files.h"
 
 namespace folio {
 
@@ -333,33 +332,31 @@ HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base) {
   for (float value : model.parameters)
     if (!std::isfinite(value)) throw Error(weights_path + " holds a non-finite value (NaN or Inf)");
 
-  // The tokenizer travels with the model: tokenizer.json first, as AutoTokenizer prefers it.
-  std::optional<BpeDefinition> tokenizer;
-  if (fs::exists(folder / "tokenizer.json"))
-    tokenizer = read_tokenizer_json((folder / "tokenizer.json").string());
-  else if (fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt"))
-    tokenizer =
-        read_vocab_and_merges((folder / "vocab.json").string(), (folder / "merges.txt").string());
-  if (tokenizer) {
-    if (tokenizer->tokens.size() > static_cast<size_t>(vocab_size))
-      throw Error(tokenizer->source + " has " + std::to_string(tokenizer->tokens.size()) +
-                  " tokens, more than the model's vocab_size " + std::to_string(vocab_size));
-    model.tokenizer_json = tokenizer_json_text(*tokenizer);
-    model.tokenizer_source = tokenizer->source;
-  }
+  // The tokenizer travels with the model (AutoTokenizer's files: tokenizer.json, or vocab.json +
+  // merges.txt).
+  if (fs::exists(folder / "tokenizer.json") ||
+      (fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt")))
+    model.tokenizer = Tokenizer::load(dir);
+  if (model.tokenizer) check_tokenizer_fits(*model.tokenizer, model.shape, dir + "'s tokenizer");
   return model;
 }
 
+void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape,
+                          const std::string& what) {
+  // COUPLING (gpt2-model's padded vocabulary): until then the embedding has exactly one row per
+  // token id, as folio's checkpoints require.
+  if (tokenizer.size() != shape.vocab_size)
+    throw Error(what + " has " + std::to_string(tokenizer.size()) +
+                " token ids, but the model's "
+                "vocab_size is " +
+                std::to_string(shape.vocab_size) + ": use the tokenizer saved with the model");
+}
+
 void write_hf_gpt2(const std::string& dir, const Config& config, const ModelShape& shape,
-                   const std::vector<float>& flat, const std::string& tokenizer_json) {
+                   const std::vector<float>& flat, const Tokenizer& tokenizer) {
   const ParameterLayout layout(shape);
   const std::vector<NamedTensor> named = to_hf_state_dict(shape, layout, flat);  // may refuse
-  int eos = -1;
-  if (!tokenizer_json.empty()) {
-    const nlohmann::json tokenizer = nlohmann::json::parse(tokenizer_json);
-    for (const nlohmann::json& added : tokenizer.at("added_tokens"))
-      if (added.at("content") == kEndOfText) eos = added.at("id").get<int>();
-  }
+  const int eos = tokenizer.end_of_text().value_or(-1);
   std::error_code error;
   fs::create_directories(dir, error);
   if (!fs::is_directory(dir))
@@ -372,8 +369,8 @@ void write_hf_gpt2(const std::string& dir, const Config& config, const ModelShap
   write_safetensors((folder / "model.safetensors").string(), tensors, {{"format", "pt"}});
   write_file_atomically((folder / "config.json").string(),
                         hf_config_json(config, shape, eos).dump(2) + "\n");
-  if (!tokenizer_json.empty())
-    write_file_atomically((folder / "tokenizer.json").string(), tokenizer_json);
+  if (tokenizer.bpe() != nullptr)
+    write_file_atomically((folder / "tokenizer.json").string(), tokenizer.tokenizer_json());
 }
 
 }  // namespace folio

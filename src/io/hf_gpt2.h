@@ -39,6 +39,7 @@
 #include "io/torch_names.h"
 #include "model/model_shape.h"
 #include "model/parameter_layout.h"
+#include "tokenizer/tokenizer.h"
 
 namespace folio {
 
@@ -48,9 +49,8 @@ class SafetensorsFile;
 struct HfGpt2Model {
   Config config;
   ModelShape shape;
-  std::vector<float> parameters;  // flat, in the ParameterLayout of `shape`
-  std::string tokenizer_json;     // the folder's tokenizer as tokenizer.json text; "" without one
-  std::string tokenizer_source;   // which files it came from
+  std::vector<float> parameters;       // flat, in the ParameterLayout of `shape`
+  std::optional<Tokenizer> tokenizer;  // the folder's, when it has one
 };
 
 // config.json -> the model keys of `base` (the rest of `base`, the recipe, is kept). Keys absent
@@ -69,9 +69,12 @@ std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const Paramet
 
 // Reads DIR (config.json, model.safetensors, the tokenizer when there is one).
 HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base);
+// Throws unless `tokenizer` has one id per row of the model's token embedding; `what` names it.
+void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape,
+                          const std::string& what);
 // Writes DIR/config.json and DIR/model.safetensors (metadata "format": "pt"), and
-// DIR/tokenizer.json when `tokenizer_json` is not empty. Creates DIR when absent.
+// DIR/tokenizer.json when the tokenizer is a BPE. Creates DIR when absent.
 void write_hf_gpt2(const std::string& dir, const Config& config, const ModelShape& shape,
-                   const std::vector<float>& flat, const std::string& tokenizer_json);
+                   const std::vector<float>& flat, const Tokenizer& tokenizer);
 
 }  // namespace folio

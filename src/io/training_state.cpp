@@ -20,7 +20,7 @@ namespace {
 
 std::map<std::string, std::string> training_state_metadata(const TrainingState& state) {
   std::map<std::string, std::string> metadata =
-      folio_metadata(kTrainingStateFormat, state.config, state.vocabulary);
+      folio_metadata(kTrainingStateFormat, state.config, state.tokenizer);
   // Infinity has no JSON or shortest-double spelling that reads back everywhere: say it in words.
   metadata["best_val_loss"] =
       std::isinf(state.best_val_loss) ? "inf" : shortest_double(state.best_val_loss);
@@ -54,7 +54,7 @@ TrainingState load_training_state(const std::string& path) {
                 (metadata.format().empty() ? std::string("missing") : metadata.format()) + ")");
   TrainingState state;
   state.config = metadata.config();
-  state.vocabulary = metadata.vocabulary();
+  state.tokenizer = metadata.tokenizer();
   state.data_sha256 = metadata.text("text_sha256");
   state.steps_done = metadata.number<int64_t>("steps_done");
   state.optimizer_steps = metadata.number<int64_t>("optimizer_steps");

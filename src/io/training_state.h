@@ -4,7 +4,7 @@
 // AdamW moments and the best val loss so far are the rest.
 //
 // out_dir/state.safetensors: tensors "parameters", "adam_m", "adam_v" (flat fp32, in the
-// ParameterLayout order), metadata with the config, vocabulary, data checksum, step counters
+// ParameterLayout order), metadata with the config, tokenizer, data identity, step counters
 // and losses. Written atomically (temporary file, fsync, rename) with a checksum verified on load.
 #pragma once
 
@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "config/config.h"
-#include "data/vocabulary.h"
+#include "tokenizer/tokenizer.h"
 
 namespace folio {
 
 struct TrainingState {
   Config config;
-  Vocabulary vocabulary;
-  std::string data_sha256;
+  Tokenizer tokenizer;
+  std::string data_sha256;  // the data's identity (data/dataset.h)
   int64_t steps_done = 0;        // the next step to run
   int64_t optimizer_steps = 0;   // AdamW's bias-correction counter
   double best_val_loss = 0;      // +infinity before the first evaluation

@@ -61,6 +61,7 @@ std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
     const RandomStream stream =
         make_stream(options.seed, RandomPurpose::kSampling, sample_index, static_cast<uint32_t>(n));
     const int32_t next = sample_from_logits(model.logits_row(0, T - 1), options, stream.word64(0));
+    if (next == options.stop_token) break;
     context.push_back(next);
     if (on_token) on_token(next);
   }

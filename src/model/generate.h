@@ -19,6 +19,7 @@ struct SamplingOptions {
   int top_k = 0;             // 0: no top-k cut
   double top_p = 1.0;        // 1: no nucleus cut
   uint64_t seed = 1337;
+  int32_t stop_token = -1;   // generation ends when it draws this id (not passed on); -1: never
 };
 
 // Draws one token id from logits with the options' temperature / top-k / top-p, using `word`

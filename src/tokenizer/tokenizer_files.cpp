@@ -22,13 +22,18 @@ namespace {
 constexpr const char* kCheckPath = "check the --tokenizer path and its permissions";
 constexpr uint64_t kMaxVocabulary = uint64_t(1) << 24;  // ids beyond are a damaged file
 
-nlohmann::json parse_json(const std::string& path) {
+// `source` names the text in errors (its path, or the checkpoint that stored it).
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
   try {
-    return nlohmann::json::parse(read_whole_file(path, kCheckPath));
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(path + " is not valid JSON (" + error.what() +
+    throw Error(source + " is not valid JSON (" + error.what() +
                 "): pass a tokenizer's own file, unedited");
   }
+}
+
+nlohmann::json parse_json(const std::string& path) {
+  return parse_json_text(read_whole_file(path, kCheckPath), path);
 }
 
 // Token `text` in GPT-2's byte alphabet as bytes; a token outside the alphabet (an added token
@@ -103,10 +108,10 @@ BpeDefinition read_vocab_and_merges(const std::string& vocab_json, const std::st
 
 namespace {
 
-BpeDefinition parse_tokenizer_json(const std::string& path) {
+BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& path) {
   BpeDefinition d;
   d.source = path;
-  const nlohmann::json file = parse_json(path);
+  const nlohmann::json file = parse_json_text(text, path);
   const auto refuse = [&](const std::string& what) {
     return Error(path + ": " + what +
                  "; folio reads byte-level BPE tokenizers (GPT-2's kind): pass another "
@@ -175,8 +180,12 @@ BpeDefinition parse_tokenizer_json(const std::string& path) {
 }  // namespace
 
 BpeDefinition read_tokenizer_json(const std::string& path) {
+  return read_tokenizer_json_text(read_whole_file(path, kCheckPath), path);
+}
+
+BpeDefinition read_tokenizer_json_text(const std::string& text, const std::string& path) {
   try {
-    return parse_tokenizer_json(path);
+    return parse_tokenizer_json(text, path);
   } catch (const nlohmann::json::exception& error) {
     // A field of the wrong type, or a missing one.
     throw Error(path + " is not a tokenizer.json folio understands (" + error.what() +
@@ -261,23 +270,26 @@ std::string gpt2_tokenizer_dir() {
 }
 
 ByteLevelBpe load_tokenizer(const std::string& spec) {
+  return ByteLevelBpe(load_tokenizer_definition(spec));
+}
+
+BpeDefinition load_tokenizer_definition(const std::string& spec) {
   if (spec == "gpt2") {
     const std::string dir = gpt2_tokenizer_dir();
-    return ByteLevelBpe(read_vocab_and_merges(dir + "/encoder.json", dir + "/vocab.bpe"));
+    return read_vocab_and_merges(dir + "/encoder.json", dir + "/vocab.bpe");
   }
   if (fs::is_directory(spec)) {
     const fs::path dir(spec);
     if (fs::exists(dir / "encoder.json") && fs::exists(dir / "vocab.bpe"))
-      return ByteLevelBpe(read_vocab_and_merges(dir / "encoder.json", dir / "vocab.bpe"));
+      return read_vocab_and_merges(dir / "encoder.json", dir / "vocab.bpe");
     if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt"))
-      return ByteLevelBpe(read_vocab_and_merges(dir / "vocab.json", dir / "merges.txt"));
-    if (fs::exists(dir / "tokenizer.json"))
-      return ByteLevelBpe(read_tokenizer_json(dir / "tokenizer.json"));
+      return read_vocab_and_merges(dir / "vocab.json", dir / "merges.txt");
+    if (fs::exists(dir / "tokenizer.json")) return read_tokenizer_json(dir / "tokenizer.json");
     throw Error("the folder " + spec +
                 " holds no tokenizer: it needs encoder.json + vocab.bpe, vocab.json + merges.txt, "
                 "or tokenizer.json");
   }
-  if (fs::is_regular_file(spec)) return ByteLevelBpe(read_tokenizer_json(spec));
+  if (fs::is_regular_file(spec)) return read_tokenizer_json(spec);
   throw Error("--tokenizer " + spec +
               " is neither gpt2, a folder nor a file: pass gpt2, a folder with encoder.json + "
               "vocab.bpe (or vocab.json + merges.txt), or a tokenizer.json");

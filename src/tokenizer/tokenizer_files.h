@@ -27,9 +27,13 @@ inline constexpr const char* kEndOfText = "<|endoftext|>";
 
 // `spec` is "gpt2", a folder, or a tokenizer.json file; the error for anything else says which.
 ByteLevelBpe load_tokenizer(const std::string& spec);
+// The same, the definition only (for a tokenizer to be built once and shared: tokenizer.h).
+BpeDefinition load_tokenizer_definition(const std::string& spec);
 
 BpeDefinition read_vocab_and_merges(const std::string& vocab_json, const std::string& merges);
 BpeDefinition read_tokenizer_json(const std::string& path);
+// A tokenizer.json's text already in memory (e.g. from a checkpoint); `source` names it.
+BpeDefinition read_tokenizer_json_text(const std::string& text, const std::string& source);
 
 // A tokenizer.json that HF tokenizers loads as the same tokenizer (vocab, merges in rank order,
 // the special tokens as added tokens, ByteLevel pre-tokenizer and decoder).

@@ -4,7 +4,7 @@
 
 namespace folio {
 
-std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& data,
+std::optional<SplitLosses> estimate_loss_share(GPT& model, const Dataset& data,
                                                const Config& config, uint32_t round, int rank,
                                                int world, const std::function<bool()>& keep_going) {
   const int B = config.batch_size, T = config.block_size;
@@ -12,7 +12,7 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& da
   Batch batch(B, T);
   SplitLosses sums;
   for (int split = 0; split < 2; ++split) {
-    const auto tokens = split == 0 ? data.train() : data.val();
+    const TokenSequence& tokens = split == 0 ? data.train() : data.val();
     const auto purpose = split == 0 ? RandomPurpose::kEvalTrainBatch : RandomPurpose::kEvalValBatch;
     double& total = split == 0 ? sums.train : sums.val;
     for (int k = 0; k < config.eval_iters; ++k) {
@@ -28,7 +28,7 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& da
   return sums;
 }
 
-double split_loss(GPT& model, std::span<const int32_t> split, int block_size, int batch_size,
+double split_loss(GPT& model, const TokenSequence& split, int block_size, int batch_size,
                   size_t* windows, const std::function<void(size_t windows_done)>& on_progress) {
   const size_t count = consecutive_window_count(split.size(), block_size);
   Batch batch(batch_size, block_size);

@@ -9,7 +9,7 @@
 #include <span>
 
 #include "config/config.h"
-#include "data/text_dataset.h"
+#include "data/dataset.h"
 #include "model/gpt.h"
 
 namespace folio {
@@ -25,14 +25,14 @@ struct SplitLosses {
 // SUMS of this rank's batch_size-window mean losses; the caller adds the ranks' sums and divides
 // by eval_iters x grad_accum x world. After each k, `keep_going()` is asked (by every rank, so
 // it may be collective); when it says no the estimate is abandoned (nullopt).
-std::optional<SplitLosses> estimate_loss_share(GPT& model, const TextDataset& data,
+std::optional<SplitLosses> estimate_loss_share(GPT& model, const Dataset& data,
                                                const Config& config, uint32_t round, int rank,
                                                int world, const std::function<bool()>& keep_going);
 
 // Mean loss over all consecutive non-overlapping block_size windows of the split, batch_size
 // windows per forward pass. `windows` returns how many windows that was; `on_progress` hears the
 // number of windows done after each pass.
-double split_loss(GPT& model, std::span<const int32_t> split, int block_size, int batch_size,
+double split_loss(GPT& model, const TokenSequence& split, int block_size, int batch_size,
                   size_t* windows = nullptr,
                   const std::function<void(size_t windows_done)>& on_progress = {});
 

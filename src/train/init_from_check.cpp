@@ -29,25 +29,36 @@ std::string characters_missing(const Vocabulary& from, const Vocabulary& other, 
   return listed;
 }
 
+// What differs between two char vocabularies: the characters each has that the other lacks.
+std::string vocabulary_mismatch(const Vocabulary& checkpoint_vocabulary,
+                                const Vocabulary& text_vocabulary) {
+  int in_text_only = 0, in_checkpoint_only = 0;
+  const std::string text_only =
+      characters_missing(text_vocabulary, checkpoint_vocabulary, &in_text_only);
+  const std::string checkpoint_only =
+      characters_missing(checkpoint_vocabulary, text_vocabulary, &in_checkpoint_only);
+  std::string what = "its vocabulary (" + std::to_string(checkpoint_vocabulary.size()) +
+                     " characters) differs from the text's (" +
+                     std::to_string(text_vocabulary.size()) + ")";
+  if (in_text_only > 0)
+    what += ": the text has " + std::to_string(in_text_only) + " it lacks (" + text_only + ")";
+  if (in_checkpoint_only > 0)
+    what += std::string(in_text_only > 0 ? ", and" : ":") + " it has " +
+            std::to_string(in_checkpoint_only) + " the text lacks (" + checkpoint_only + ")";
+  return what;
+}
+
 }  // namespace
 
 std::string init_from_mismatch(const LoadedCheckpoint& checkpoint, const ModelShape& run_shape,
-                               const Vocabulary& text_vocabulary) {
-  if (checkpoint.vocabulary.symbols() != text_vocabulary.symbols()) {
-    int in_text_only = 0, in_checkpoint_only = 0;
-    const std::string text_only =
-        characters_missing(text_vocabulary, checkpoint.vocabulary, &in_text_only);
-    const std::string checkpoint_only =
-        characters_missing(checkpoint.vocabulary, text_vocabulary, &in_checkpoint_only);
-    std::string what = "its vocabulary (" + std::to_string(checkpoint.vocabulary.size()) +
-                       " characters) differs from the text's (" +
-                       std::to_string(text_vocabulary.size()) + ")";
-    if (in_text_only > 0)
-      what += ": the text has " + std::to_string(in_text_only) + " it lacks (" + text_only + ")";
-    if (in_checkpoint_only > 0)
-      what += std::string(in_text_only > 0 ? ", and" : ":") + " it has " +
-              std::to_string(in_checkpoint_only) + " the text lacks (" + checkpoint_only + ")";
-    return what;
+                               const Tokenizer& data_tokenizer) {
+  if (!(checkpoint.tokenizer == data_tokenizer)) {
+    if (checkpoint.tokenizer.characters() && data_tokenizer.characters())
+      return vocabulary_mismatch(*checkpoint.tokenizer.characters(), *data_tokenizer.characters());
+    return "its tokenizer (" + checkpoint.tokenizer.description() +
+           ") is not the data's tokenizer (" + data_tokenizer.description() +
+           "): prepare the data with the checkpoint's tokenizer (folio export writes it, "
+           "or pass the tokenizer the model came with to folio prepare --tokenizer)";
   }
   const ParameterLayout theirs(checkpoint.shape), ours(run_shape);
   for (const ParameterTensor& tensor : ours.tensors()) {

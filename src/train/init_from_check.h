@@ -1,20 +1,19 @@
 // `--init_from CKPT` starts a run from another run's weights, which fit only a model of the
 // same structure over the same vocabulary. When they do not, say which part differs: the first
-// tensor whose shape differs (both shapes), or the characters one vocabulary has and the other
-// lacks.
+// tensor whose shape differs (both shapes), the characters one vocabulary has and the other
+// lacks, or the two tokenizers (a BPE checkpoint finetuned on token files of another tokenizer).
 #pragma once
 
 #include <string>
 
-#include "data/vocabulary.h"
 #include "io/checkpoint.h"
 #include "model/model_shape.h"
 
 namespace folio {
 
-// Empty when `checkpoint` fits a model of `run_shape` over `text_vocabulary`; otherwise what
-// differs, in words.
+// Empty when `checkpoint` fits a model of `run_shape` over `data_tokenizer` (the data's);
+// otherwise what differs, in words.
 std::string init_from_mismatch(const LoadedCheckpoint& checkpoint, const ModelShape& run_shape,
-                               const Vocabulary& text_vocabulary);
+                               const Tokenizer& data_tokenizer);
 
 }  // namespace folio

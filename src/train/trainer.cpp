@@ -38,7 +38,7 @@ double seconds_since(Clock::time_point start) {
 }
 
 // Everything that must be equal on all ranks for their gradients to be summable: the config
-// keys whose scope says so (config_keys.cpp) and the text.
+// keys whose scope says so (config_keys.cpp) and the data (its identity, data/dataset.h).
 std::string agreement_digest(const Config& config, const std::string& data_sha256) {
   std::string text;
   for (const ConfigKey& key : config_keys())
@@ -49,7 +49,7 @@ std::string agreement_digest(const Config& config, const std::string& data_sha25
 
 class Trainer {
  public:
-  Trainer(const Config& config, const TextDataset& data, Backend& backend,
+  Trainer(const Config& config, const Dataset& data, Backend& backend,
           Communicator& communicator, const TrainOptions& options);
   TrainResult run();
 
@@ -85,7 +85,7 @@ class Trainer {
   double seconds_trained() const { return earlier_seconds_ + seconds_since(session_start_); }
 
   const Config config_;
-  const TextDataset& data_;
+  const Dataset& data_;
   Backend& backend_;
   Communicator& communicator_;
   const TrainOptions options_;
@@ -107,7 +107,7 @@ class Trainer {
   TrainResult result_;
 };
 
-Trainer::Trainer(const Config& config, const TextDataset& data, Backend& backend,
+Trainer::Trainer(const Config& config, const Dataset& data, Backend& backend,
                  Communicator& communicator, const TrainOptions& options)
     : config_(config),
       data_(data),
@@ -115,7 +115,7 @@ Trainer::Trainer(const Config& config, const TextDataset& data, Backend& backend
       communicator_(communicator),
       options_(options),
       run_directory_(config.out_dir),
-      model_(backend, ModelShape::from_config(config, data.vocabulary.size())),
+      model_(backend, ModelShape::from_config(config, data.tokenizer().size())),
       training_(model_, config, communicator),
       tokens_per_step_(training_.split().global_windows() * config.block_size) {
   if (config.sampling == "epoch")
@@ -175,10 +175,11 @@ void Trainer::start_from_parameters() {
   }
   if (!options_.init_from.empty()) {
     const LoadedCheckpoint checkpoint =
-        load_checkpoint(options_.init_from, config_, &data_.vocabulary);
-    const std::string mismatch = init_from_mismatch(checkpoint, model_.shape(), data_.vocabulary);
+        load_checkpoint(options_.init_from, config_, data_.tokenizer().characters());
+    const std::string mismatch = init_from_mismatch(checkpoint, model_.shape(), data_.tokenizer());
     if (!mismatch.empty() || checkpoint.parameters.size() != model_.parameter_count())
-      throw Error("--init_from " + options_.init_from + " does not fit this run: " + mismatch);
+      throw Error("--init_from " + options_.init_from + " does not fit this run on " +
+                  data_.path() + ": " + mismatch);
     model_.write_parameters(checkpoint.parameters);
   } else {
     model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init);
@@ -190,7 +191,7 @@ void Trainer::start_from_parameters() {
 
 void Trainer::check_ranks_agree_on_setup() {
   if (communicator_.world_size() == 1) return;
-  const std::string mine = agreement_digest(config_, data_.file_sha256);
+  const std::string mine = agreement_digest(config_, data_.identity());
   std::string all(mine.size() * communicator_.world_size(), '\0');
   communicator_.all_gather_host(mine.data(), all.data(), mine.size());
   for (int r = 0; r < communicator_.world_size(); ++r)
@@ -212,9 +213,9 @@ void Trainer::print_header() {
   // As the seed: print(sum(p.numel() for p in model.parameters())/1e6, 'M parameters')
   std::cout << shortest_double(static_cast<double>(model_.parameter_count()) / 1e6)
             << " M parameters\n";
-  std::cout << "device " << backend_.description() << "; data " << data_.path << ": "
-            << data_.tokens.size() << " characters, vocabulary " << data_.vocabulary.size()
-            << ", train " << data_.train().size() << ", val " << data_.val().size() << "\n";
+  std::cout << "device " << backend_.description() << "; data " << data_.path() << ": "
+            << data_.summary() << ", train " << data_.train().size() << ", val "
+            << data_.val().size() << "\n";
   const BatchSplit& split = training_.split();
   if (split.world > 1)
     std::cout << "distributed: " << split.world << " ranks started by " << options_.launcher
@@ -263,7 +264,7 @@ bool Trainer::evaluate_and_checkpoint(int step) {
     best_val_loss_ = losses->val;
     if (is_root()) {
       const std::string path = run_directory_.checkpoint_path();
-      save_checkpoint(path, model_, config_, data_.vocabulary, step, losses->train, losses->val);
+      save_checkpoint(path, model_, config_, data_.tokenizer(), step, losses->train, losses->val);
       note_checkpoint_saved(step);
       progress_->line("step " + std::to_string(step) + ": val loss improved, saved " + path);
     }
@@ -400,8 +401,8 @@ void Trainer::save_state(int64_t steps_done) {
   const AdamW& optimizer = training_.optimizer();
   TrainingState state;
   state.config = config_;
-  state.vocabulary = data_.vocabulary;
-  state.data_sha256 = data_.file_sha256;
+  state.tokenizer = data_.tokenizer();
+  state.data_sha256 = data_.identity();
   state.steps_done = steps_done;
   state.optimizer_steps = optimizer.steps_taken();
   state.best_val_loss = best_val_loss_;
@@ -429,23 +430,21 @@ bool Trainer::stop_agreed() {
 void Trainer::print_sample(const char* when, uint32_t index) {
   if (!is_root() || config_.sample_tokens <= 0) return;
   if (progress_) progress_->clear();  // the sample streams to stdout character by character
+  const Tokenizer& tokenizer = data_.tokenizer();
   std::cout << "--- sample " << when << " training (" << config_.sample_tokens
-            << " characters) ---\n";
+            << (tokenizer.is_characters() ? " characters" : " tokens") << ") ---\n";
   SamplingOptions sampling;
   sampling.max_new_tokens = config_.sample_tokens;
   sampling.seed = config_.seed;
-  std::string piece;
-  generate(model_, {}, sampling, index, [&](int32_t id) {
-    piece.clear();
-    data_.vocabulary.append_decoded(piece, id);
-    std::cout << piece << std::flush;
-  });
-  std::cout << "\n--- end of sample ---\n" << std::flush;
+  StreamingDecoder decoder(tokenizer);
+  generate(model_, {tokenizer.start_token()}, sampling, index,
+           [&](int32_t id) { std::cout << decoder.push(id) << std::flush; });
+  std::cout << decoder.finish() << "\n--- end of sample ---\n" << std::flush;
 }
 
 }  // namespace
 
-TrainResult train(const Config& config, const TextDataset& data, Backend& backend,
+TrainResult train(const Config& config, const Dataset& data, Backend& backend,
                   Communicator& communicator, const TrainOptions& options) {
   Trainer trainer(config, data, backend, communicator, options);
   return trainer.run();

@@ -17,7 +17,7 @@
 
 #include "backend/backend.h"
 #include "config/config.h"
-#include "data/text_dataset.h"
+#include "data/dataset.h"
 #include "distributed/communicator.h"
 #include "io/training_state.h"
 
@@ -39,7 +39,7 @@ struct TrainResult {
   bool interrupted = false;  // stopped by a signal; the state was saved
 };
 
-TrainResult train(const Config& config, const TextDataset& data, Backend& backend,
+TrainResult train(const Config& config, const Dataset& data, Backend& backend,
                   Communicator& communicator, const TrainOptions& options);
 
 }  // namespace folio

@@ -109,7 +109,7 @@ def write_tokenizer(folder):
 
 
 def write_random_gpt2(folder, n_layer=2, n_head=4, n_embd=32, n_positions=24, seed=0,
-                      activation="gelu", qkv_bias=False, extra_config=None):
+                      activation="gelu_new", qkv_bias=False, extra_config=None):
     """config.json + model.safetensors of a random GPT2LMHeadModel (tied head, saved as
     save_pretrained does: no lm_head.weight), weights large enough that the logits differ
     clearly. COUPLING: c_attn.bias is zero unless qkv_bias (folio has no query/key/value bias

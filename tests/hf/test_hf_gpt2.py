@@ -66,6 +66,30 @@ def compare(name, config, tensors, checkpoint, ids, prompt):
     check(len(set(ref_generated[len(prompt):])) > 2, f"{name}: the greedy continuation varies")
 
 
+def sample_matches_reference(checkpoint, folder, config, tensors, prompt):
+    """`folio sample --temperature 0` (the prompt encoded by folio's tokenizer, the text decoded)
+    prints the prompt and the reference's greedy continuation, up to <|endoftext|>."""
+    ids = json.loads(subprocess.run([FOLIO, "tokenize", "--tokenizer", folder], input=prompt,
+                                    capture_output=True, check=True).stdout)
+    expected = ref.greedy(config, tensors, ids, 12)[len(ids):]
+    if config["eos_token_id"] in expected:
+        expected = expected[:expected.index(config["eos_token_id"])]
+    with open(os.path.join(folder, "vocab.json"), encoding="utf-8") as f:
+        text_of = {i: t for t, i in json.load(f).items()}
+    byte_of = {c: b for b, c in ref.bytes_to_unicode().items()}
+    text = prompt + b"".join(bytes(byte_of[c] for c in text_of[i]) for i in expected)
+    prompt_file = os.path.join(WORK, "prompt.txt")
+    with open(prompt_file, "wb") as f:
+        f.write(prompt)
+    result = subprocess.run([FOLIO, "sample", "--ckpt", checkpoint, "--prompt_file", prompt_file,
+                             "--temperature", "0", "--max_new_tokens", "12", "--quiet"],
+                            capture_output=True)
+    check(result.returncode == 0 and result.stdout.startswith(text)
+          and len(result.stdout) - len(text) <= 1,
+          f"folio sample --temperature 0 prints the reference's greedy text {text!r} "
+          f"(got {result.stdout!r})")
+
+
 def refused(args, words, name, exit_code=1):
     result = run(*args)
     lines = result.stderr.strip().splitlines()
@@ -87,20 +111,22 @@ def main():
     rng = np.random.default_rng(1)
 
     # 1 + 2. HF -> folio -> HF, for each activation folio and GPT-2 share.
-    # COUPLING: add "gelu_new" (folio's gelu_tanh) once the gpt2-model branch is merged.
-    for activation in ["gelu", "relu"]:
-        folder, config, tensors = fixture("hf_" + activation, activation=activation,
-                                          seed=len(activation) + (activation == "relu"))
+    # GPT-2's own gelu_new is folio's gelu_tanh; transformers' gelu (erf) and relu are folio's too.
+    folio_names = {"gelu_new": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+    for seed, activation in enumerate(folio_names):
+        folder, config, tensors = fixture("hf_" + activation, activation=activation, seed=seed)
         checkpoint = os.path.join(WORK, activation + ".safetensors")
         result = run("import", "--hf", folder, "--out", checkpoint)
         check(result.returncode == 0, f"import {activation}: {result.stdout.strip()}"
               f"{result.stderr.strip()}")
         info = run("info", checkpoint, "--json")
-        check(info.returncode == 0 and json.loads(info.stdout)["config"]["activation"] == activation,
+        check(info.returncode == 0 and json.loads(info.stdout)["config"]["activation"] == folio_names[activation],
               f"folio info reads the imported {activation} checkpoint")
         V = config["vocab_size"]
         ids = [int(x) for x in rng.integers(0, V, config["n_positions"] + 1)]
         compare("import " + activation, config, tensors, checkpoint, ids, ids[:3])
+
+        sample_matches_reference(checkpoint, folder, config, tensors, b"the cat")
 
         exported = os.path.join(WORK, "exported_" + activation)
         result = run("export", "--ckpt", checkpoint, "--hf", exported)

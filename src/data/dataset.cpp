@@ -1,0 +1,163 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/sha256.h"
+
+namespace folio {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMakeTokens =
+    "make them with folio prepare --data TEXT --tokenizer gpt2 --out DIR";
+
+// sha256 of ids first .. first + count - 1 of `file`, as int32.
+std::string ids_sha256(const TokenFile& file, size_t first, size_t count) {
+  std::vector<int32_t> ids(count);
+  file.copy_to(first, count, ids.data());
+  return sha256_hex(std::string_view(reinterpret_cast<const char*>(ids.data()), count * 4));
+}
+
+// The token files of one split of `dir`: llm.c's shards, else nanoGPT's SPLIT.bin; empty when
+// it has neither.
+std::vector<std::string> split_files(const std::string& dir, const std::string& split,
+                                     bool shards) {
+  if (shards) return shard_paths(dir, split);
+  const fs::path raw = fs::path(dir) / (split + ".bin");
+  return fs::is_regular_file(raw) ? std::vector<std::string>{raw.string()}
+                                  : std::vector<std::string>{};
+}
+
+// The tokenizer of the folder `dir`: --tokenizer, else its tokenizer.json, else the model's;
+// --tokenizer and the folder's own tokenizer.json must agree.
+Tokenizer folder_tokenizer(const std::string& dir, const std::string& spec, const Tokenizer* model) {
+  const fs::path own = fs::path(dir) / "tokenizer.json";
+  const bool has_own = fs::is_regular_file(own);
+  if (spec.empty()) {
+    if (has_own) return Tokenizer::load(own.string());
+    if (model != nullptr && !model->is_characters()) return *model;
+    throw Error("the token folder " + dir +
+                " has no tokenizer.json: pass --tokenizer gpt2|FILE|DIR naming the tokenizer that "
+                "made its token files");
+  }
+  Tokenizer given = Tokenizer::load(spec);
+  if (has_own) {
+    const Tokenizer beside = Tokenizer::load(own.string());
+    if (!(beside == given))
+      throw Error("--tokenizer " + spec + " (" + given.description() + ") is not the tokenizer " +
+                  own.string() + " (" + beside.description() +
+                  ") that made the token files: drop --tokenizer, or remake the folder with it");
+  }
+  return given;
+}
+
+Dataset load_token_folder(const std::string& dir, const std::string& spec, const Tokenizer* model) {
+  const bool shards = !shard_paths(dir, "train").empty() || !shard_paths(dir, "val").empty();
+  const std::vector<std::string> train = split_files(dir, "train", shards);
+  const std::vector<std::string> val = split_files(dir, "val", shards);
+  const std::string layout =
+      shards ? "llm.c shards (train_000000.bin ..., val_000000.bin ...)" : "train.bin + val.bin";
+  if (train.empty() && val.empty())
+    throw Error("the folder " + dir +
+                " holds no token files: it needs train.bin + val.bin (nanoGPT) or "
+                "train_000000.bin ... + val_000000.bin ... (llm.c); " + kMakeTokens);
+  if (train.empty() || val.empty())
+    throw Error("the folder " + dir + " has " + layout + " for the " +
+                (train.empty() ? "val split but none for train" : "train split but none for val") +
+                ": both splits are needed; " + kMakeTokens);
+  return Dataset::from_token_files(dir, train, val, folder_tokenizer(dir, spec, model));
+}
+
+}  // namespace
+
+Dataset Dataset::from_text(TextDataset text) {
+  Dataset dataset;
+  dataset.path_ = text.path;
+  dataset.identity_ = text.file_sha256;
+  dataset.tokenizer_ = text.vocabulary;
+  dataset.text_ = std::make_unique<const TextDataset>(std::move(text));
+  dataset.train_ = dataset.text_->train();
+  dataset.val_ = dataset.text_->val();
+  return dataset;
+}
+
+Dataset Dataset::from_token_files(const std::string& path,
+                                  const std::vector<std::string>& train_files,
+                                  const std::vector<std::string>& val_files, Tokenizer tokenizer) {
+  Dataset dataset;
+  dataset.path_ = path;
+  dataset.tokenizer_ = std::move(tokenizer);
+  std::string identity = "folio token files\n";
+  const auto open = [&](const std::vector<std::string>& paths) {
+    std::vector<const TokenFile*> files;
+    for (const std::string& file_path : paths) {
+      auto file = std::make_unique<const TokenFile>(file_path, layout_from_name(file_path),
+                                                    size_t(dataset.tokenizer_.size()));
+      const size_t ends = std::min(file->size(), size_t(1) << 20);
+      identity += fs::path(file_path).filename().string() + " " + std::to_string(file->size()) +
+                  " " + ids_sha256(*file, 0, ends) + " " +
+                  ids_sha256(*file, file->size() - ends, ends) + "\n";
+      files.push_back(file.get());
+      dataset.files_.push_back(std::move(file));
+    }
+    return TokenSequence(files);
+  };
+  dataset.train_ = open(train_files);
+  dataset.val_ = open(val_files);
+  dataset.identity_ = sha256_hex(identity);
+  return dataset;
+}
+
+std::string Dataset::summary() const {
+  if (text_)
+    return std::to_string(text_->tokens.size()) + " characters, vocabulary " +
+           std::to_string(tokenizer_.size());
+  return std::to_string(train_.size() + val_.size()) + " tokens in " +
+         std::to_string(files_.size()) + " token files, " + tokenizer_.description();
+}
+
+Dataset load_dataset(const std::string& path, double train_fraction,
+                     const std::string& tokenizer_spec, const Tokenizer* model,
+                     const std::string& model_name, const DataProgress& on_progress) {
+  std::error_code error;
+  Dataset dataset;
+  if (fs::is_directory(path, error)) {
+    if (model != nullptr && model->is_characters())
+      throw Error(path + " is a folder of token files, but " + model_name +
+                  " reads characters: pass --data with its text file");
+    dataset = load_token_folder(path, tokenizer_spec, model);
+  } else {
+    if (model != nullptr && !model->is_characters())
+      throw Error(model_name + " reads " + model->description() + " tokens, and " + path +
+                  " is not a folder of token files: tokenise the text once with folio prepare "
+                  "--data " + path + " --tokenizer TOKENIZER --out DIR and pass --data DIR");
+    if (!tokenizer_spec.empty())
+      throw Error("--tokenizer is for a folder of token files, and " + path +
+                  " is a text file (trained on its characters): run folio prepare --data " +
+                  path + " --tokenizer " + tokenizer_spec + " --out DIR and pass --data DIR");
+    dataset = Dataset::from_text(
+        load_text_dataset(path, train_fraction, model ? model->characters() : nullptr, on_progress));
+  }
+  if (model != nullptr && !(dataset.tokenizer() == *model))
+    throw Error("the tokenizer of " + path + " (" + dataset.tokenizer().description() +
+                ") is not the one of " + model_name + " (" + model->description() +
+                "): prepare the data with the model's tokenizer");
+  return dataset;
+}
+
+void check_dataset_fits(const Dataset& dataset, int block_size) {
+  if (dataset.text() != nullptr) return check_dataset_fits(*dataset.text(), block_size);
+  const size_t needed = static_cast<size_t>(block_size) + 1;
+  const size_t train = dataset.train().size(), val = dataset.val().size();
+  if (train < needed || val < needed)
+    throw Error("the token files in " + dataset.path() + " are too short: a train split of " +
+                std::to_string(train) + " tokens and a val split of " + std::to_string(val) +
+                ", and each needs at least block_size + 1 = " + std::to_string(needed) +
+                "; prepare a longer text or use a smaller --block_size");
+}
+
+}  // namespace folio
