@@ -34,6 +34,26 @@ TEST(Config, PresetsHaveTheirRecipes) {
   EXPECT_EQ(tiny.block_size, 16);
   EXPECT_NO_THROW(validate_config(tiny));
 
+  // Seed 004's own model: the tiny sizes, its structure and its recipe (1000 steps, eval every
+  // 500 over 50 batches).
+  const Config seed004 = load_config("seed004");
+  for (const char* key : {"n_layer", "n_head", "n_embd", "head_size", "block_size", "dropout",
+                          "batch_size", "learning_rate", "weight_decay", "max_iters"})
+    EXPECT_EQ(get_config_value(seed004, *find_config_key(key)),
+              get_config_value(tiny, *find_config_key(key)))
+        << key;
+  EXPECT_TRUE(seed004.qkv_bias);
+  EXPECT_EQ(seed004.block_order, "post_norm");
+  EXPECT_EQ(seed004.init, "torch_default");
+  EXPECT_EQ(seed004.torch_names, "seed004");
+  EXPECT_EQ(seed004.eval_interval, 500);
+  EXPECT_EQ(seed004.eval_iters, 50);
+  EXPECT_NO_THROW(validate_config(seed004));
+  Config scaled = seed004;
+  scaled.scaled_residual_init = true;  // scales init_std, which torch_default does not use
+  EXPECT_NE(error_of([&] { validate_config(scaled); }).find("set init=normal"),
+            std::string::npos);
+
   const Config nano = load_config("nanogpt_char");
   EXPECT_EQ(nano.activation, "gelu");
   EXPECT_FALSE(nano.bias);
@@ -126,7 +146,7 @@ TEST(Config, JsonRoundTripsEveryKey) {
 
 TEST(Config, UnknownPresetListsThePresets) {
   const std::string message = error_of([] { load_config("shakespeare"); });
-  EXPECT_NE(message.find("not a preset (baby, nanogpt_char, shakespeare_char, tiny)"),
+  EXPECT_NE(message.find("not a preset (baby, nanogpt_char, seed004, shakespeare_char, tiny)"),
             std::string::npos)
       << message;
 }

@@ -76,25 +76,83 @@ TEST(Model, InitialisationFollowsTheRecipe) {
   EXPECT_EQ(p[model.layout().at("ln_f.weight").offset], 1.0f);
 }
 
+TEST(Model, TorchDefaultInitHasPyTorchsDistributions) {
+  // nn.Linear: weight and bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)); nn.Embedding N(0, 1);
+  // nn.LayerNorm 1 and 0. The fan-ins are written out here, not read from the layout: seed 004's
+  // proj reads the 30-wide concatenation of its heads, not the 32-wide stream.
+  auto backend = cpu();
+  const Config c = load_config("seed004");
+  GPT model(*backend, ModelShape::from_config(c, 65));
+  model.initialize(c.seed, c.init_std, c.scaled_residual_init, init_scheme_of(c));
+  const std::vector<float> p = model.read_parameters();
+  struct Moments {
+    double mean, variance, largest;
+    size_t n;
+  };
+  auto moments = [&](const std::string& name) {
+    const ParameterTensor& t = model.layout().at(name);
+    double sum = 0, squares = 0, largest = 0;
+    for (size_t i = 0; i < t.size; ++i) {
+      const double x = p[t.offset + i];
+      sum += x, squares += x * x, largest = std::max(largest, std::abs(x));
+    }
+    return Moments{sum / t.size, squares / t.size - (sum / t.size) * (sum / t.size), largest, t.size};
+  };
+  const std::vector<std::pair<std::string, int>> linear = {
+      {"blocks.0.sa.qkv.weight", 32},     {"blocks.1.sa.qkv.bias", 32},
+      {"blocks.0.sa.proj.weight", 30},    {"blocks.1.sa.proj.bias", 30},
+      {"blocks.0.ffwd.net.0.weight", 32}, {"blocks.1.ffwd.net.0.bias", 32},
+      {"blocks.1.ffwd.net.2.weight", 128}, {"blocks.0.ffwd.net.2.bias", 128},
+      {"lm_head.weight", 32},             {"lm_head.bias", 32}};
+  for (const auto& [name, fan_in] : linear) {
+    const double bound = 1.0 / std::sqrt(fan_in);
+    const Moments m = moments(name);
+    // Every value inside the bound, the largest near it (of n uniform draws the largest |x| falls
+    // short of the bound by more than 10/n of it with probability e^-10); the uniform's moments
+    // (variance bound^2 / 3) within five standard errors.
+    EXPECT_LE(m.largest, bound) << name;
+    EXPECT_GE(m.largest, bound * (1.0 - 10.0 / m.n)) << name;
+    EXPECT_NEAR(m.mean, 0.0, 5 * bound / std::sqrt(3.0 * m.n)) << name;
+    EXPECT_NEAR(m.variance, bound * bound / 3, 5 * bound * bound * 0.3 / std::sqrt(m.n)) << name;
+  }
+  for (const char* name : {"token_embedding_table.weight", "position_embedding_table.weight"}) {
+    const Moments m = moments(name);  // N(0, 1): 2080 and 512 values
+    EXPECT_NEAR(m.mean, 0.0, 5 / std::sqrt(m.n)) << name;
+    EXPECT_NEAR(m.variance, 1.0, 5 * std::sqrt(2.0 / m.n)) << name;
+    EXPECT_GT(m.largest, 2.5) << name;  // a normal's tail, which a uniform of variance 1 lacks
+  }
+  for (const char* name : {"blocks.0.ln1.weight", "blocks.1.ln2.weight", "ln_f.weight"})
+    EXPECT_EQ(moments(name).mean, 1.0) << name;
+  for (const char* name : {"blocks.0.ln1.bias", "blocks.1.ln2.bias", "ln_f.bias"})
+    EXPECT_EQ(moments(name).largest, 0.0) << name;
+  // Deterministic in the seed.
+  GPT again(*backend, model.shape());
+  again.initialize(c.seed, c.init_std, false, InitScheme::kTorchDefault);
+  EXPECT_EQ(again.read_parameters(), p);
+}
+
 TEST(Model, KeyValueCacheGivesTheLogitsOfAFullForwardAtEveryPosition) {
   // Tokens fed one at a time, each forward computing only the new row. Before each, every other
   // position of the token buffer is overwritten: only the cached keys and values of the earlier
   // rows can still give the original sequence's logits; a full recompute would see other tokens.
+  // The seed's block and seed 004's (post_norm, qkv_bias, PyTorch's init).
   auto backend = cpu();
-  const Config c = small_config();
-  const int T = c.block_size, V = 65;
-  GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
-  model.initialize(3, 0.2, false);  // larger weights make differences visible
-  reference.initialize(3, 0.2, false);
-  const auto tokens = random_tokens(T, V, 4);
-  reference.forward(tokens.data(), nullptr, 1, T, DropoutContext{});
-  const std::vector<float> full = reference.read_logits();  // (1, T, V)
-  for (int t = 1; t <= T; ++t) {
-    std::vector<int32_t> fed = random_tokens(T, V, 100 + t);
-    fed[t - 1] = tokens[t - 1];
-    model.forward(fed.data(), nullptr, 1, t, DropoutContext{}, t - 1);
-    const std::vector<float> expected(full.begin() + (t - 1) * V, full.begin() + t * V);
-    EXPECT_LT(relative_error(model.logits_row(0, t - 1), expected), 1e-6) << "position " << t - 1;
+  for (const Config& c : {small_config(), load_config("seed004")}) {
+    const int T = c.block_size, V = 65;
+    GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
+    model.initialize(3, 0.2, false, init_scheme_of(c));  // larger weights show differences
+    reference.initialize(3, 0.2, false, init_scheme_of(c));
+    const auto tokens = random_tokens(T, V, 4);
+    reference.forward(tokens.data(), nullptr, 1, T, DropoutContext{});
+    const std::vector<float> full = reference.read_logits();  // (1, T, V)
+    for (int t = 1; t <= T; ++t) {
+      std::vector<int32_t> fed = random_tokens(T, V, 100 + t);
+      fed[t - 1] = tokens[t - 1];
+      model.forward(fed.data(), nullptr, 1, t, DropoutContext{}, t - 1);
+      const std::vector<float> expected(full.begin() + (t - 1) * V, full.begin() + t * V);
+      EXPECT_LT(relative_error(model.logits_row(0, t - 1), expected), 1e-6)
+          << c.block_order << ", position " << t - 1;
+    }
   }
 }
 
@@ -260,6 +318,43 @@ TEST(Checkpoint, RoundTripsWeightsConfigAndVocabulary) {
   EXPECT_NE(file.find("blocks.1.sa.heads.2.value.weight"), nullptr);
   EXPECT_EQ(file.find("blocks.1.sa.heads.2.value.weight")->shape, (std::vector<int64_t>{10, 32}));
   EXPECT_EQ(file.find("blocks.0.sa.proj.weight")->shape, (std::vector<int64_t>{32, 30}));
+}
+
+TEST(Checkpoint, Seed004NamesAreItsModules) {
+  // torch_names = seed004: the notebook's module names, its k holding folio's queries (rows
+  // [0, A) of the fused qkv) and its q folio's keys (rows [A, 2A)), biases included.
+  TempDir dir;
+  auto backend = cpu();
+  const Config c = load_config("seed004");
+  const Vocabulary vocabulary = Vocabulary::from_text(U"abcdefghij");
+  GPT model(*backend, ModelShape::from_config(c, vocabulary.size()));
+  model.initialize(11, 0.02, false, InitScheme::kTorchDefault);
+  save_checkpoint(dir.file("ckpt.safetensors"), model, c, vocabulary, 1, 1, 1);
+  const auto file = SafetensorsFile::read(dir.file("ckpt.safetensors"));
+  const std::vector<float> p = model.read_parameters();
+  const ParameterTensor& qkv = model.layout().at("blocks.1.sa.qkv.weight");
+  const ParameterTensor& qkv_bias = model.layout().at("blocks.1.sa.qkv.bias");
+  const int A = 30, C = 32, hs = 10;
+  auto rows = [&](const ParameterTensor& t, int first, int width) {
+    return std::vector<float>(p.begin() + t.offset + size_t(first) * width,
+                              p.begin() + t.offset + size_t(first + hs) * width);
+  };
+  EXPECT_EQ(file.to_float32(*file.find("blocks.1.multihead.heads.2.k.weight")),
+            rows(qkv, 2 * hs, C));
+  EXPECT_EQ(file.to_float32(*file.find("blocks.1.multihead.heads.2.q.weight")),
+            rows(qkv, A + 2 * hs, C));
+  EXPECT_EQ(file.to_float32(*file.find("blocks.1.multihead.heads.2.v.bias")),
+            rows(qkv_bias, 2 * A + 2 * hs, 1));
+  for (const char* name : {"token_emb.weight", "position_emb.weight", "blocks.0.layernorm1.bias",
+                           "blocks.1.layernorm2.weight", "blocks.0.multihead.proj.bias",
+                           "blocks.1.feedforward.net.2.weight", "blocks.2.weight", "blocks.2.bias",
+                           "out.weight", "out.bias"})
+    EXPECT_NE(file.find(name), nullptr) << name;
+  EXPECT_EQ(file.find("blocks.0.sa.heads.0.key.weight"), nullptr);
+  EXPECT_EQ(file.find("ln_f.weight"), nullptr);
+  const LoadedCheckpoint loaded = load_checkpoint(dir.file("ckpt.safetensors"), Config{}, nullptr);
+  EXPECT_EQ(loaded.config.block_order, "post_norm");
+  EXPECT_EQ(loaded.parameters, p);
 }
 
 TEST(Checkpoint, ForeignFilesNeedAVocabularyAndAMatchingStructure) {

@@ -3,7 +3,8 @@
 The model classes are seed 000's (Head, MultiHeadAttention, FeedFoward, Block,
 GPTLanguageModel), with the switches folio's configs have: activation (relu|gelu|gelu_tanh), bias
 (Linear and LayerNorm biases), tie_weights (lm_head shares the token embedding) and head_size
-(n_embd // n_head by default). With the defaults it is seed 000's model exactly.
+(n_embd // n_head by default). With the defaults it is seed 000's model exactly. Checkpoints
+written with torch_names = seed004 load into seed 004's own model instead (seed004_model.py).
 
 Use as a library (tests import it) or as a script:
 
@@ -172,7 +173,11 @@ def load_folio_checkpoint(path):
     state, metadata = read_safetensors(path)
     cfg = json.loads(metadata["config"])
     vocab = list(metadata["vocab"])
-    model = GPTLanguageModel(cfg, len(vocab))
+    if cfg.get("torch_names", "seed000") == "seed004":
+        import seed004_model  # beside this file
+        model = seed004_model.attention_model(cfg, len(vocab))
+    else:
+        model = GPTLanguageModel(cfg, len(vocab))
     result = model.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys if not k.endswith(".tril")]
     if missing or result.unexpected_keys:

@@ -67,7 +67,7 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
     backend = std::move(wrapped);
   }
   GPT model(*backend, ModelShape::from_config(config, kVocabSize));
-  model.initialize(config.seed, config.init_std, config.scaled_residual_init);
+  model.initialize(config.seed, config.init_std, config.scaled_residual_init, init_scheme_of(config));
   LocalCommunicator one_process;
   TrainingStep training(model, config, one_process);
   graph = graph && backend->supports_step_capture();

@@ -240,6 +240,9 @@ void validate_config(const Config& config) {
                 std::to_string(config.effective_head_size()) +
                 ") is too large: the attention would need " + std::to_string(qkv_rows) +
                 " qkv rows; choose fewer or smaller heads");
+  if (config.init == "torch_default" && config.scaled_residual_init)
+    throw Error("scaled_residual_init scales the normal init's init_std, but init is "
+                "torch_default: set init=normal or scaled_residual_init=false");
   if (config.lr_schedule == "cosine") {
     if (config.lr_decay_iters <= config.warmup_iters)
       throw Error("lr_decay_iters (" + std::to_string(config.lr_decay_iters) +

@@ -24,10 +24,14 @@ struct Config {
   int block_size = 256;
   double dropout = 0.2;
   bool bias = true;
+  bool qkv_bias = false;                   // biases on the attention's key/query/value (seed 004)
+  std::string block_order = "pre_norm";    // pre_norm (seed 000) or post_norm (seed 004)
   std::string activation = "relu";
   bool tie_weights = false;
+  std::string init = "normal";  // normal (N(0, init_std)) or torch_default (seed 004)
   double init_std = 0.02;
   bool scaled_residual_init = false;
+  std::string torch_names = "seed000";  // the PyTorch module names of checkpoints
 
   // ---- data --------------------------------------------------------------------------------
   std::string data;  // empty: data/tinyshakespeare/input.txt, fetched when absent

@@ -63,6 +63,20 @@ const std::vector<ConfigKey>& config_keys() {
        .scope = ConfigScope::kModel,
        .member = &Config::bias,
        .help = "biases in Linear and LayerNorm layers (seed: true; nanoGPT recipe: false)"},
+      {.name = "qkv_bias",
+       .group = "model",
+       .scope = ConfigScope::kModel,
+       .member = &Config::qkv_bias,
+       .help = "biases on the attention's key, query and value projections, whatever `bias` says "
+               "(seed 000: false; seed 004: true)"},
+      {.name = "block_order",
+       .group = "model",
+       .scope = ConfigScope::kModel,
+       .member = &Config::block_order,
+       .help = "pre_norm: x = x + sa(ln1(x)); x = x + ffwd(ln2(x)) (seed 000, GPT-2); post_norm: "
+               "x = ln1(x); x = x + sa(x); x = ln2(x); x = x + ffwd(x), each branch added to the "
+               "normalised stream, which replaces the residual one (seed 004)",
+       .choices = "pre_norm|post_norm"},
       {.name = "activation",
        .group = "model",
        .scope = ConfigScope::kModel,
@@ -75,6 +89,14 @@ const std::vector<ConfigKey>& config_keys() {
        .scope = ConfigScope::kModel,
        .member = &Config::tie_weights,
        .help = "share lm_head.weight with token_embedding_table.weight"},
+      {.name = "init",
+       .group = "model",
+       .scope = ConfigScope::kRecipe,
+       .member = &Config::init,
+       .help = "normal: Linear and Embedding weights N(0, init_std), biases 0 (seed 000, nanoGPT); "
+               "torch_default: PyTorch's own, Linear weights and biases U(-1/sqrt(fan_in), "
+               "1/sqrt(fan_in)), Embedding N(0, 1) (seed 004); LayerNorm 1 and 0 in both",
+       .choices = "normal|torch_default"},
       {.name = "init_std",
        .group = "model",
        .scope = ConfigScope::kRecipe,
@@ -87,6 +109,15 @@ const std::vector<ConfigKey>& config_keys() {
        .member = &Config::scaled_residual_init,
        .help =
            "init sa.proj and ffwd.net.2 weights with init_std / sqrt(2 n_layer) (GPT-2, nanoGPT)"},
+      {.name = "torch_names",
+       .group = "model",
+       .scope = ConfigScope::kModel,
+       .member = &Config::torch_names,
+       .help = "PyTorch names of the checkpoint's tensors: seed000 (its GPTLanguageModel: "
+               "token_embedding_table, blocks.N.sa.heads.H.key, ln_f, lm_head) or seed004 (its "
+               "AttentionModel: token_emb, blocks.N.multihead.heads.H.k, the final LayerNorm as "
+               "blocks.n_layer, out; its scores are k.q^T, so its k is folio's query)",
+       .choices = "seed000|seed004"},
       // data -------------------------------------------------------------------------------
       {.name = "data",
        .group = "data",

@@ -29,19 +29,19 @@ std::vector<HfTensor> tensor_map(const ModelShape& shape) {
   for (int l = 0; l < shape.n_layer; ++l) {
     const std::string hf = "h." + std::to_string(l) + ".",
                       folio = "blocks." + std::to_string(l) + ".";
-    for (const HfTensor& t : std::vector<HfTensor>{
-             {"ln_1.weight", "ln1.weight", false},
-             {"ln_1.bias", "ln1.bias", false},
-             {"attn.c_attn.weight", "sa.qkv.weight", true},
-             {"attn.c_attn.bias", "sa.qkv.bias", false},  // COUPLING: folio has no qkv bias yet
-             {"attn.c_proj.weight", "sa.proj.weight", true},
-             {"attn.c_proj.bias", "sa.proj.bias", false},
-             {"ln_2.weight", "ln2.weight", false},
-             {"ln_2.bias", "ln2.bias", false},
-             {"mlp.c_fc.weight", "ffwd.net.0.weight", true},
-             {"mlp.c_fc.bias", "ffwd.net.0.bias", false},
-             {"mlp.c_proj.weight", "ffwd.net.2.weight", true},
-             {"mlp.c_proj.bias", "ffwd.net.2.bias", false}})
+    for (const HfTensor& t :
+         std::vector<HfTensor>{{"ln_1.weight", "ln1.weight", false},
+                               {"ln_1.bias", "ln1.bias", false},
+                               {"attn.c_attn.weight", "sa.qkv.weight", true},
+                               {"attn.c_attn.bias", "sa.qkv.bias", false},  // with qkv_bias
+                               {"attn.c_proj.weight", "sa.proj.weight", true},
+                               {"attn.c_proj.bias", "sa.proj.bias", false},
+                               {"ln_2.weight", "ln2.weight", false},
+                               {"ln_2.bias", "ln2.bias", false},
+                               {"mlp.c_fc.weight", "ffwd.net.0.weight", true},
+                               {"mlp.c_fc.bias", "ffwd.net.0.bias", false},
+                               {"mlp.c_proj.weight", "ffwd.net.2.weight", true},
+                               {"mlp.c_proj.bias", "ffwd.net.2.bias", false}})
       map.push_back({hf + t.hf_name, folio + t.folio_name, t.conv1d_transposed});
   }
   map.push_back({"ln_f.weight", "ln_f.weight", false});
@@ -149,6 +149,10 @@ Config config_from_hf_json(const nlohmann::json& hf, const std::string& origin, 
   set("head_size", "0");
   set("block_size", std::to_string(hf_value<int>(hf, "n_positions", 1024, origin)));
   set("bias", "true");
+  set("qkv_bias", "true");  // c_attn.bias
+  set("block_order", "pre_norm");
+  set("init", "normal");
+  set("torch_names", "seed000");
   set("activation",
       folio_activation(hf_value<std::string>(hf, "activation_function", "gelu_new", origin),
                        origin));
@@ -214,14 +218,7 @@ std::vector<float> from_hf_state_dict(const ModelShape& shape, const ParameterLa
   for (const HfTensor& t : tensor_map(shape)) {
     const std::string name = prefix + t.hf_name;
     const ParameterTensor* target = layout.find(t.folio_name);
-    if (target == nullptr) {  // a bias folio's attention lacks: only zeros are the same model
-      const std::vector<float> values = read(name, {hf_bias_size(t.hf_name, shape)});
-      if (!all_zero(values.data(), values.size()))
-        throw Error(file.path() + ": tensor " + name +
-                    " is not all zeros, and folio's attention has no query/key/value bias yet: "
-                    "this model cannot be imported exactly");
-      continue;
-    }
+    if (target == nullptr) throw Error("internal: no folio tensor " + t.folio_name);
     const std::vector<int64_t> expected = hf_shape(t, target->shape);
     std::vector<float> values = read(name, expected);
     if (t.conv1d_transposed) values = transposed(values, expected[0], expected[1]);
@@ -257,6 +254,10 @@ std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const Paramet
     throw Error("the model's heads are " + std::to_string(shape.n_head) + " x " +
                 std::to_string(shape.head_size) + " wide, not n_embd (" +
                 std::to_string(shape.n_embd) + "): GPT-2's attention cannot hold it");
+  if (shape.block_order != BlockOrder::kPreNorm)
+    throw Error(
+        "the model's blocks are post_norm (block_order), but GPT-2's blocks normalise "
+        "before each branch (pre_norm)");
   if (const ParameterTensor* head_bias = layout.find("lm_head.bias");
       head_bias && !all_zero(flat.data() + head_bias->offset, head_bias->size))
     throw Error(
@@ -266,7 +267,7 @@ std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const Paramet
   for (const HfTensor& t : tensor_map(shape)) {
     const std::string name = "transformer." + t.hf_name;
     const ParameterTensor* source = layout.find(t.folio_name);
-    if (source == nullptr) {  // a bias folio has not (bias=false, or qkv): GPT-2's zero bias
+    if (source == nullptr) {  // a bias the model has not (bias or qkv_bias false): a zero one
       const int64_t size = t.hf_name.ends_with(".bias") ? hf_bias_size(t.hf_name, shape) : 0;
       if (size == 0) throw Error("internal: no folio tensor " + t.folio_name);
       out.push_back({name, {size}, std::vector<float>(size, 0.0f)});

@@ -11,7 +11,7 @@
 //   wpe.weight         (T, C)        position_embedding_table.weight    as is (block_size = T)
 //   h.i.ln_1.weight/bias             blocks.i.ln1.weight/bias           as is
 //   h.i.attn.c_attn.weight (C, 3C)   blocks.i.sa.qkv.weight (3C, C)     transposed
-//   h.i.attn.c_attn.bias   (3C)      blocks.i.sa.qkv.bias (if folio has it)    see below
+//   h.i.attn.c_attn.bias   (3C)      blocks.i.sa.qkv.bias (3C)          as is (qkv_bias)
 //   h.i.attn.c_proj.weight (C, C)    blocks.i.sa.proj.weight            transposed
 //   h.i.attn.c_proj.bias             blocks.i.sa.proj.bias              as is
 //   h.i.ln_2.weight/bias             blocks.i.ln2.weight/bias           as is
@@ -25,8 +25,8 @@
 //   (GPT-2 has none)                 lm_head.bias: zero on import; must be zero to export
 //
 // Only what folio computes exactly is converted; anything else is refused naming the key or the
-// tensor. COUPLING (until folio's attention has a query/key/value bias): a c_attn.bias must be all
-// zeros, which random test models are but the released GPT-2 weights are not.
+// tensor. An imported model has every GPT-2 bias (bias, qkv_bias); exporting a model without some
+// of them writes zeros there, which is the same model.
 #pragma once
 
 #include <optional>

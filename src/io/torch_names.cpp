@@ -8,21 +8,76 @@ namespace folio {
 
 namespace {
 
-const char* const kProjections[3] = {"query", "key", "value"};
+// Per-head module names of the fused qkv rows: which = 0 (folio's queries), 1 (keys), 2 (values).
+// Seed 004 scores k @ q^T, so its `k` plays folio's query and its `q` folio's key.
+const char* const kSeed000Projections[3] = {"query", "key", "value"};
+const char* const kSeed004Projections[3] = {"k", "q", "v"};
 
-std::string head_name(int layer, int head, int which) {
-  return "blocks." + std::to_string(layer) + ".sa.heads." + std::to_string(head) + "." +
-         kProjections[which] + ".weight";
+// Seed 004's names for the parts of seed 000's that differ, as (seed 000 prefix, seed 004 prefix).
+struct Rename {
+  const char* from;
+  const char* to;
+};
+const Rename kSeed004Model[] = {{"token_embedding_table.", "token_emb."},
+                                {"position_embedding_table.", "position_emb."},
+                                {"lm_head.", "out."}};
+const Rename kSeed004Block[] = {{"ln1.", "layernorm1."},
+                                {"ln2.", "layernorm2."},
+                                {"sa.", "multihead."},
+                                {"ffwd.", "feedforward."}};
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
 }
 
-bool is_qkv(const ParameterTensor& tensor, int& layer) {
-  const std::string suffix = ".sa.qkv.weight";
+}  // namespace
+
+std::string torch_name(const ModelShape& shape, const std::string& name) {
+  if (shape.torch_names == TorchNames::kSeed000) return name;
+  // Seed 004 keeps its final LayerNorm as the last entry of its `blocks` list.
+  if (starts_with(name, "ln_f.")) return "blocks." + std::to_string(shape.n_layer) + name.substr(4);
+  for (const Rename& rename : kSeed004Model)
+    if (starts_with(name, rename.from)) return rename.to + name.substr(std::string(rename.from).size());
+  if (starts_with(name, "blocks.")) {
+    const size_t dot = name.find('.', 7);  // "blocks.<layer>.<rest>"
+    const std::string rest = name.substr(dot + 1);
+    for (const Rename& rename : kSeed004Block)
+      if (starts_with(rest, rename.from))
+        return name.substr(0, dot + 1) + rename.to + rest.substr(std::string(rename.from).size());
+  }
+  return name;
+}
+
+namespace {
+
+// The name of head h's rows `which` of block `layer`'s fused qkv weight or bias (`kind`).
+std::string head_name(const ModelShape& shape, int layer, int head, int which,
+                      const std::string& kind) {
+  const bool seed004 = shape.torch_names == TorchNames::kSeed004;
+  return torch_name(shape, "blocks." + std::to_string(layer) + ".sa.") + "heads." +
+         std::to_string(head) + "." +
+         (seed004 ? kSeed004Projections : kSeed000Projections)[which] + "." + kind;
+}
+
+// For blocks.<layer>.sa.qkv.weight and .bias: the layer and "weight" or "bias".
+bool is_qkv(const ParameterTensor& tensor, int& layer, std::string& kind) {
   const std::string& name = tensor.name;
-  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(),
-                                                   suffix) != 0)
-    return false;
-  layer = std::stoi(name.substr(7));  // "blocks.<layer>.sa.qkv.weight"
-  return true;
+  for (const char* candidate : {"weight", "bias"}) {
+    const std::string suffix = std::string(".sa.qkv.") + candidate;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      layer = std::stoi(name.substr(7));  // "blocks.<layer>.sa.qkv.<kind>"
+      kind = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+// One head's rows of a fused qkv tensor: (hs, C) of the weight, (hs) of the bias.
+std::vector<int64_t> head_shape(const ParameterTensor& tensor, int hs) {
+  if (tensor.is_matrix()) return {hs, tensor.shape[1]};
+  return {hs};
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -36,38 +91,41 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
                                             const ParameterLayout& layout,
                                             const std::vector<float>& flat) {
-  const int C = shape.n_embd, A = shape.attention_width(), hs = shape.head_size;
+  const int A = shape.attention_width(), hs = shape.head_size;
   std::vector<NamedTensor> out;
   for (const ParameterTensor& tensor : layout.tensors()) {
     const float* values = flat.data() + tensor.offset;
     int layer;
-    if (is_qkv(tensor, layer)) {
+    std::string kind;
+    if (is_qkv(tensor, layer, kind)) {
+      const size_t width = tensor.size / (3 * static_cast<size_t>(A));  // C, or 1 for the bias
       for (int which = 0; which < 3; ++which)
         for (int h = 0; h < shape.n_head; ++h) {
-          const float* rows = values + (static_cast<size_t>(which) * A + h * hs) * C;
-          out.push_back({head_name(layer, h, which), {hs, C},
-                         std::vector<float>(rows, rows + static_cast<size_t>(hs) * C)});
+          const float* rows = values + (static_cast<size_t>(which) * A + h * hs) * width;
+          out.push_back({head_name(shape, layer, h, which, kind), head_shape(tensor, hs),
+                         std::vector<float>(rows, rows + hs * width)});
         }
       continue;
     }
-    out.push_back({tensor.name, std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
+    out.push_back({torch_name(shape, tensor.name),
+                   std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
                    std::vector<float>(values, values + tensor.size)});
     if (shape.tie_weights && tensor.name == "token_embedding_table.weight")
-      out.push_back({"lm_head.weight", out.back().shape, out.back().values});
+      out.push_back({torch_name(shape, "lm_head.weight"), out.back().shape, out.back().values});
   }
   return out;
 }
 
 std::vector<float> from_seed_state_dict(const ModelShape& shape, const ParameterLayout& layout,
                                         const SafetensorsFile& file) {
-  const int C = shape.n_embd, A = shape.attention_width(), hs = shape.head_size;
+  const int A = shape.attention_width(), hs = shape.head_size;
   std::set<std::string> used;
   auto read = [&](const std::string& name, const std::vector<int64_t>& expected) {
     const SafetensorsTensor* tensor = file.find(name);
     if (tensor == nullptr)
       throw Error("checkpoint " + file.path() + " lacks tensor " + name +
                   ", which the model needs: its structure differs from the config (n_layer, "
-                  "n_head, bias, tie_weights?)");
+                  "n_head, bias, qkv_bias, tie_weights, torch_names?)");
     if (tensor->shape != expected)
       throw Error("checkpoint " + file.path() + ": tensor " + name + " has shape " +
                   shape_text(tensor->shape) + ", but the config needs " + shape_text(expected));
@@ -79,28 +137,31 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
   for (const ParameterTensor& tensor : layout.tensors()) {
     float* values = flat.data() + tensor.offset;
     int layer;
-    if (is_qkv(tensor, layer)) {
+    std::string kind;
+    if (is_qkv(tensor, layer, kind)) {
+      const size_t width = tensor.size / (3 * static_cast<size_t>(A));  // C, or 1 for the bias
       for (int which = 0; which < 3; ++which)
         for (int h = 0; h < shape.n_head; ++h) {
-          const std::vector<float> rows = read(head_name(layer, h, which), {hs, C});
+          const std::vector<float> rows =
+              read(head_name(shape, layer, h, which, kind), head_shape(tensor, hs));
           std::copy(rows.begin(), rows.end(),
-                    values + (static_cast<size_t>(which) * A + h * hs) * C);
+                    values + (static_cast<size_t>(which) * A + h * hs) * width);
         }
       continue;
     }
-    const std::vector<float> data =
-        read(tensor.name, std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()));
+    const std::vector<float> data = read(
+        torch_name(shape, tensor.name), std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()));
     std::copy(data.begin(), data.end(), values);
   }
-  if (shape.tie_weights && file.find("lm_head.weight") != nullptr) {
+  const std::string lm_head = torch_name(shape, "lm_head.weight");
+  if (shape.tie_weights && file.find(lm_head) != nullptr) {
     // A tied PyTorch model's state_dict holds the shared tensor under both names.
     const ParameterTensor& embedding = layout.at("token_embedding_table.weight");
-    const std::vector<float> head =
-        read("lm_head.weight", {shape.vocab_size, shape.n_embd});
+    const std::vector<float> head = read(lm_head, {shape.vocab_size, shape.n_embd});
     if (!std::equal(head.begin(), head.end(), flat.begin() + embedding.offset))
-      throw Error("checkpoint " + file.path() +
-                  ": lm_head.weight differs from token_embedding_table.weight, but the config "
-                  "ties them; pass --tie_weights=false");
+      throw Error("checkpoint " + file.path() + ": " + lm_head + " differs from " +
+                  torch_name(shape, "token_embedding_table.weight") +
+                  ", but the config ties them; pass --tie_weights=false");
   }
   for (const SafetensorsTensor& tensor : file.tensors()) {
     const std::string& name = tensor.name;
@@ -108,7 +169,7 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
     if (!is_mask && used.count(name) == 0)
       throw Error("checkpoint " + file.path() + " has tensor " + name +
                   ", which this model does not have: its structure differs from the config "
-                  "(n_layer, bias, tie_weights?)");
+                  "(n_layer, bias, qkv_bias, tie_weights, torch_names?)");
   }
   return flat;
 }

@@ -3,6 +3,11 @@
 //   blocks.{i}.sa.heads.{h}.query.weight  = rows [h*hs, (h+1)*hs)         of sa.qkv.weight
 //   blocks.{i}.sa.heads.{h}.key.weight    = rows [A + h*hs, A + (h+1)*hs)
 //   blocks.{i}.sa.heads.{h}.value.weight  = rows [2A + h*hs, 2A + (h+1)*hs)
+// (and the same of sa.qkv.bias with qkv_bias, as ....bias).
+// With torch_names = seed004 the names are those of seed 004's AttentionModel: token_emb,
+// position_emb, blocks.{i}.layernorm1/layernorm2/multihead/feedforward, the final LayerNorm as
+// blocks.{n_layer}, out; and its heads' k, q, v, where its k holds folio's queries and its q
+// folio's keys (its scores are k @ q^T: the same product with the two renamed).
 // With tied weights lm_head.weight is written too (a copy of the token embedding), so that
 // PyTorch's strict load_state_dict finds every key it expects.
 #pragma once
@@ -22,6 +27,10 @@ struct NamedTensor {
   std::vector<int64_t> shape;
   std::vector<float> values;
 };
+
+// The name that a tensor or module named as in seed 000 (folio's own names, as
+// "blocks.0.ffwd.net.3") has in the shape's PyTorch model (torch_names).
+std::string torch_name(const ModelShape& shape, const std::string& seed000_name);
 
 std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
                                             const ParameterLayout& layout,

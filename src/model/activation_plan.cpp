@@ -55,6 +55,7 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.branch = c.take<float>(BT * C);
   if (p.with_gradients) {
     p.d_residual = c.take<float>(BT * C);
+    if (s.block_order == BlockOrder::kPostNorm) p.d_residual_mid = c.take<float>(BT * C);
     p.d_ln = c.take<float>(BT * C);
     p.d_branch = c.take<float>(BT * C);
     p.d_att = c.take<float>(BT * A);

@@ -20,7 +20,7 @@ struct LayerActivations {
   float* qkv;                         // (BT, 3A)
   float* attention_saved;             // what attention_backward needs (backend-defined size)
   float* att;                         // (BT, A) heads concatenated
-  float* residual_mid;                // (BT, C) x + sa(ln1(x))
+  float* residual_mid;                // (BT, C) x + sa(ln1(x)) (post_norm: ln1(x) + sa(ln1(x)))
   float *ln2, *ln2_mean, *ln2_rstd;  // (BT, C), (BT), (BT)
   float* fc;                          // (BT, 4C) before the nonlinearity
   float* fc_act;                      // (BT, 4C) after it
@@ -43,6 +43,9 @@ struct ActivationPlan {
 
   // Gradients of activations (only with_gradients).
   float* d_residual = nullptr;  // (BT, C) running gradient of the residual stream
+  // (BT, C) post_norm only: the gradient of a block's residual_mid, while d_residual still holds
+  // that of its output (both feed ln2's backward); pre_norm keeps one running gradient.
+  float* d_residual_mid = nullptr;
   float* d_ln = nullptr;        // (BT, C) gradient of a LayerNorm output
   float* d_branch = nullptr;    // (BT, C)
   float* d_att = nullptr;       // (BT, A)

@@ -75,30 +75,61 @@ GPT::GPT(Backend& backend, const ModelShape& shape)
   backend_.set_parameter_buffer(parameters(), layout_.total());  // a GPU keeps a bf16 mirror
 }
 
-void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init) {
+void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init,
+                     InitScheme scheme) {
   std::vector<float> host(layout_.total());
   const double residual_std =
       scaled_residual_init ? init_std / std::sqrt(2.0 * shape_.n_layer) : init_std;
+  const bool torch_default = scheme == InitScheme::kTorchDefault;
   for (size_t index = 0; index < layout_.tensors().size(); ++index) {
     const ParameterTensor& tensor = layout_.tensors()[index];
     float* values = host.data() + tensor.offset;
-    if (tensor.init == InitKind::kZeros || tensor.init == InitKind::kOnes) {
-      std::fill(values, values + tensor.size, tensor.init == InitKind::kOnes ? 1.0f : 0.0f);
-      continue;
-    }
-    // Box-Muller on pairs of Philox words; each tensor has its own stream (item = its index).
-    const double stddev = tensor.init == InitKind::kScaledNormal ? residual_std : init_std;
+    // Each tensor has its own stream of Philox words (item = its index).
     const RandomStream stream =
         make_stream(seed, RandomPurpose::kInit, 0, static_cast<uint32_t>(index));
-    for (size_t i = 0; i < tensor.size; i += 2) {
-      const PhiloxBlock block = stream.block(static_cast<uint32_t>(i / 4));
-      const int lane = static_cast<int>(i % 4);
-      const double u1 = (block.word[lane] + 1.0) / 4294967296.0;  // (0, 1]
-      const double u2 = block.word[lane + 1] / 4294967296.0;      // [0, 1)
-      const double radius = std::sqrt(-2.0 * std::log(u1)) * stddev;
-      values[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
-      if (i + 1 < tensor.size)
-        values[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
+    auto constant = [&](float value) { std::fill(values, values + tensor.size, value); };
+    // nn.Linear's reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, whose bound
+    // gain * sqrt(3 / fan_in) with gain sqrt(2 / (1 + 5)) is 1/sqrt(fan_in), and the same bound
+    // for the bias. One Philox word per value.
+    auto uniform = [&]() {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(tensor.fan_in));
+      for (size_t i = 0; i < tensor.size; ++i) {
+        const double u = stream.word(i) / 4294967296.0;  // [0, 1)
+        values[i] = static_cast<float>((2.0 * u - 1.0) * bound);
+      }
+    };
+    // Box-Muller on pairs of Philox words.
+    auto normal = [&](double stddev) {
+      for (size_t i = 0; i < tensor.size; i += 2) {
+        const PhiloxBlock block = stream.block(static_cast<uint32_t>(i / 4));
+        const int lane = static_cast<int>(i % 4);
+        const double u1 = (block.word[lane] + 1.0) / 4294967296.0;  // (0, 1]
+        const double u2 = block.word[lane + 1] / 4294967296.0;      // [0, 1)
+        const double radius = std::sqrt(-2.0 * std::log(u1)) * stddev;
+        values[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
+        if (i + 1 < tensor.size)
+          values[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
+      }
+    };
+    switch (tensor.init) {
+      case InitKind::kNormWeight:
+        constant(1.0f);
+        break;
+      case InitKind::kNormBias:
+        constant(0.0f);
+        break;
+      case InitKind::kEmbedding:
+        normal(torch_default ? 1.0 : init_std);  // nn.Embedding: N(0, 1)
+        break;
+      case InitKind::kLinearWeight:
+      case InitKind::kResidualWeight:
+        if (torch_default) uniform();
+        else normal(tensor.init == InitKind::kResidualWeight ? residual_std : init_std);
+        break;
+      case InitKind::kLinearBias:
+        if (torch_default) uniform();
+        else constant(0.0f);
+        break;
     }
   }
   write_parameters(host);
@@ -158,18 +189,22 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   // the next block's ln1 (ln_f after the last block) at its end; only the first ln1 runs alone.
   const NormTensors ln1 = norm_after(activations_, weights_, -1).from_row(first, C);
   backend_.layernorm_forward(ln1.out, ln1.mean, ln1.rstd, x, ln1.weight, ln1.bias, rows, C);
+  // pre_norm adds each branch to the residual stream x; post_norm (seed 004) to the LayerNorm's
+  // output, which replaces the stream: x = ln1(x); x = x + sa(x); x = ln2(x); x = x + ffwd(x).
+  const bool post_norm = shape_.block_order == BlockOrder::kPostNorm;
   for (int l = 0; l < shape_.n_layer; ++l) {
     const LayerTensors& w = weights_.layers[l];
     LayerActivations& block = activations_.layers[l];
     const BlockRows row = block_rows(block, first, shape_);
     const float* ln1_out = norm_after(activations_, weights_, l - 1).from_row(first, C).out;
     // x = x + sa(ln1(x)); sa = dropout(proj(concat of heads)), each head dropout on its weights
-    backend_.matmul_forward(row.qkv, ln1_out, w.qkv_weight, nullptr, rows, C, 3 * A);
+    backend_.matmul_forward(row.qkv, ln1_out, w.qkv_weight, w.qkv_bias, rows, C, 3 * A);
     backend_.attention_forward(block.att, block.attention_saved, block.qkv, B, T, H, hs, first_row,
                                dropout.at(l, DropoutSite::kAttentionWeights));
     backend_.matmul_forward(model.branch, row.att, w.proj_weight, w.proj_bias, rows, A, C);
-    backend_.dropout_add_layernorm_forward(row.residual_mid, row.ln2, row.ln2_mean, row.ln2_rstd, x,
-                                           model.branch, w.ln2_weight, w.ln2_bias, B, per_sample, C,
+    backend_.dropout_add_layernorm_forward(row.residual_mid, row.ln2, row.ln2_mean, row.ln2_rstd,
+                                           post_norm ? ln1_out : x, model.branch, w.ln2_weight,
+                                           w.ln2_bias, B, per_sample, C,
                                            dropout.at(l, DropoutSite::kAttentionOutput));
     // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
     backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias, rows,
@@ -177,8 +212,9 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
     backend_.matmul_forward(model.branch, row.fc_act, w.fc2_weight, w.fc2_bias, rows, F, C);
     const NormTensors next = norm_after(activations_, weights_, l).from_row(first, C);
     backend_.dropout_add_layernorm_forward(
-        row.residual_out, next.out, next.mean, next.rstd, row.residual_mid, model.branch,
-        next.weight, next.bias, B, per_sample, C, dropout.at(l, DropoutSite::kFeedForwardOutput));
+        row.residual_out, next.out, next.mean, next.rstd, post_norm ? row.ln2 : row.residual_mid,
+        model.branch, next.weight, next.bias, B, per_sample, C,
+        dropout.at(l, DropoutSite::kFeedForwardOutput));
     x = row.residual_out;
   }
   // logits = lm_head(ln_f(x)), ln_f having run with the last residual add
@@ -221,8 +257,23 @@ void GPT::backward(float dloss) {
   // As in the forward pass, each LayerNorm runs fused with the residual add that produced its
   // input: the backward of the LayerNorm after block l (ln_f, or ln1 of block l + 1) goes on
   // into that block's feed-forward branch, leaving its gradient in d_branch.
-  auto norm_backward = [&](int l) {
+  // post_norm: a LayerNorm's output feeds the next branch and the skip past it, so its gradient is
+  // d_ln (from the branch) plus d_skip (from the skip). layernorm_backward is linear in its dout,
+  // so it runs once on each, the skip first; and the LayerNorm's input feeds nothing else, so its
+  // gradient starts from zero rather than from the residual stream's.
+  const bool post_norm = shape_.block_order == BlockOrder::kPostNorm;
+  auto skip_backward = [&](float* d_input, const float* d_skip, const float* input,
+                           const float* weight, const float* mean, const float* rstd,
+                           float* d_weight, float* d_bias) {
+    backend_.fill_zero(d_input, static_cast<size_t>(BT) * C * sizeof(float));
+    backend_.layernorm_backward(d_input, d_weight, d_bias, d_skip, input, weight, mean, rstd, BT,
+                                C);
+  };
+  auto norm_backward = [&](int l, const float* d_skip) {
     const NormTensors norm = norm_after(act, weights_, l), grad = norm_after(act, grads_, l);
+    if (d_skip != nullptr)
+      skip_backward(act.d_residual, d_skip, l < 0 ? act.embedded : act.layers[l].residual_out,
+                    norm.weight, norm.mean, norm.rstd, grad.weight, grad.bias);
     if (l < 0) {
       backend_.layernorm_backward(act.d_residual, grad.weight, grad.bias, act.d_ln, act.embedded,
                                   norm.weight, norm.mean, norm.rstd, BT, C);
@@ -233,31 +284,39 @@ void GPT::backward(float dloss) {
                                             norm.mean, norm.rstd, B, per_sample, C,
                                             dropout.at(l, DropoutSite::kFeedForwardOutput));
   };
-  norm_backward(shape_.n_layer - 1);  // ln_f
+  norm_backward(shape_.n_layer - 1, nullptr);  // ln_f: its input feeds only it in either order
 
   for (int l = shape_.n_layer - 1; l >= 0; --l) {
     const LayerTensors& w = weights_.layers[l];
     const LayerTensors& g = grads_.layers[l];
     const LayerActivations& block = act.layers[l];
-    // x = x + ffwd(ln2(x)): d_residual flows through unchanged, d_branch into the branch
+    // x = x + ffwd(ln2(x)) (post_norm: x + ffwd(x) after x = ln2(x)): d_residual flows through
+    // unchanged, d_branch into the branch
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
                              w.fc2_weight, BT, F, C);
     backend_.activation_backward(act.d_fc, act.d_fc_act, block.fc, static_cast<size_t>(BT) * F,
                                  shape_.activation);
     backend_.matmul_backward(act.d_ln, g.fc_weight, g.fc_bias, act.d_fc, block.ln2, w.fc_weight, BT,
                              C, F);
-    backend_.layernorm_dropout_add_backward(act.d_residual, act.d_branch, g.ln2_weight, g.ln2_bias,
-                                            act.d_ln, block.residual_mid, w.ln2_weight,
-                                            block.ln2_mean, block.ln2_rstd, B, per_sample, C,
+    // pre_norm: the stream's gradient d_residual gains ln2's; post_norm: ln2's output fed the
+    // skip (d_residual) too, and its input's gradient goes to d_residual_mid
+    float* d_mid = post_norm ? act.d_residual_mid : act.d_residual;
+    if (post_norm)
+      skip_backward(d_mid, act.d_residual, block.residual_mid, w.ln2_weight, block.ln2_mean,
+                    block.ln2_rstd, g.ln2_weight, g.ln2_bias);
+    backend_.layernorm_dropout_add_backward(d_mid, act.d_branch, g.ln2_weight, g.ln2_bias, act.d_ln,
+                                            block.residual_mid, w.ln2_weight, block.ln2_mean,
+                                            block.ln2_rstd, B, per_sample, C,
                                             dropout.at(l, DropoutSite::kAttentionOutput));
-    // x = x + sa(ln1(x))
+    // x = x + sa(ln1(x)), or post_norm's x = x + sa(x) after x = ln1(x)
     backend_.matmul_backward(act.d_att, g.proj_weight, g.proj_bias, act.d_branch, block.att,
                              w.proj_weight, BT, A, C);
     backend_.attention_backward(act.d_qkv, act.d_att, block.qkv, block.attention_saved, B, T, H, hs,
                                 dropout.at(l, DropoutSite::kAttentionWeights));
-    backend_.matmul_backward(act.d_ln, g.qkv_weight, nullptr, act.d_qkv, block.ln1, w.qkv_weight,
-                             BT, C, 3 * A);
-    norm_backward(l - 1);  // ln1, fused with the previous block's feed-forward add
+    backend_.matmul_backward(act.d_ln, g.qkv_weight, g.qkv_bias, act.d_qkv, block.ln1,
+                             w.qkv_weight, BT, C, 3 * A);
+    // ln1, fused with the previous block's feed-forward add
+    norm_backward(l - 1, post_norm ? act.d_residual_mid : nullptr);
   }
   // x = token_embedding_table(idx) + position_embedding_table(arange(T))
   backend_.embedding_backward(grads_.token_embedding, grads_.position_embedding, act.d_residual,

@@ -1,6 +1,6 @@
 // The GPT of the seeds: token + position embedding, n_layer pre-LayerNorm blocks
-// (x + sa(ln1(x)), then x + ffwd(ln2(x))), a final LayerNorm and the lm_head, trained on the mean
-// cross-entropy over all positions. forward() and backward() in gpt.cpp read top to bottom like
+// (x + sa(ln1(x)), then x + ffwd(ln2(x))), or seed 004's post-LayerNorm ones (block_order), a
+// final LayerNorm and the lm_head, trained on the mean cross-entropy over all positions. forward() and backward() in gpt.cpp read top to bottom like
 // the seed's Python; every computation is a Backend op.
 #pragma once
 
@@ -28,6 +28,15 @@ struct DropoutContext {
   }
 };
 
+// How GPT::initialize draws the weights (config key init).
+enum class InitScheme {
+  kNormal,        // Linear and Embedding weights N(0, init_std), biases 0 (seed 000, nanoGPT)
+  kTorchDefault,  // PyTorch's defaults: Linear U(+-1/sqrt(fan_in)), Embedding N(0, 1) (seed 004)
+};
+inline InitScheme init_scheme_of(const Config& config) {
+  return config.init == "torch_default" ? InitScheme::kTorchDefault : InitScheme::kNormal;
+}
+
 class GPT {
  public:
   GPT(Backend& backend, const ModelShape& shape);
@@ -40,9 +49,12 @@ class GPT {
   // ---- parameters (device memory, flat) -------------------------------------------------------
   float* parameters() const { return parameters_.as<float>(); }
   float* gradients() const { return gradients_.as<float>(); }
-  // Every Linear and Embedding weight N(0, init_std), biases 0, LayerNorm 1 and 0; with
+  // kNormal: every Linear and Embedding weight N(0, init_std), biases 0, LayerNorm 1 and 0; with
   // scaled_residual_init, sa.proj and ffwd.net.2 weights N(0, init_std / sqrt(2 n_layer)).
-  void initialize(uint64_t seed, double init_std, bool scaled_residual_init);
+  // kTorchDefault: what PyTorch's modules do when constructed (see InitKind). Deterministic in
+  // `seed`; the distributions are PyTorch's, its random stream is not.
+  void initialize(uint64_t seed, double init_std, bool scaled_residual_init,
+                  InitScheme scheme = InitScheme::kNormal);
   std::vector<float> read_parameters() const;
   void write_parameters(const std::vector<float>& host);
   std::vector<float> read_gradients() const;

@@ -5,37 +5,39 @@ namespace folio {
 ParameterLayout::ParameterLayout(const ModelShape& s) {
   const int C = s.n_embd, A = s.attention_width(), F = s.hidden_width();
   // 2-D tensors first.
-  add("token_embedding_table.weight", {s.vocab_size, C}, InitKind::kNormal);
-  add("position_embedding_table.weight", {s.block_size, C}, InitKind::kNormal);
+  add("token_embedding_table.weight", {s.vocab_size, C}, InitKind::kEmbedding);
+  add("position_embedding_table.weight", {s.block_size, C}, InitKind::kEmbedding);
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
-    add(p + "sa.qkv.weight", {3 * A, C}, InitKind::kNormal);
-    add(p + "sa.proj.weight", {C, A}, InitKind::kScaledNormal);
-    add(p + "ffwd.net.0.weight", {F, C}, InitKind::kNormal);
-    add(p + "ffwd.net.2.weight", {C, F}, InitKind::kScaledNormal);
+    add(p + "sa.qkv.weight", {3 * A, C}, InitKind::kLinearWeight, C);
+    add(p + "sa.proj.weight", {C, A}, InitKind::kResidualWeight, A);
+    add(p + "ffwd.net.0.weight", {F, C}, InitKind::kLinearWeight, C);
+    add(p + "ffwd.net.2.weight", {C, F}, InitKind::kResidualWeight, F);
   }
-  if (!s.tie_weights) add("lm_head.weight", {s.vocab_size, C}, InitKind::kNormal);
+  if (!s.tie_weights) add("lm_head.weight", {s.vocab_size, C}, InitKind::kLinearWeight, C);
   matrix_total_ = total_;
   // Then 1-D tensors.
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
-    add(p + "ln1.weight", {C}, InitKind::kOnes);
-    if (s.bias) add(p + "ln1.bias", {C}, InitKind::kZeros);
-    if (s.bias) add(p + "sa.proj.bias", {C}, InitKind::kZeros);
-    add(p + "ln2.weight", {C}, InitKind::kOnes);
-    if (s.bias) add(p + "ln2.bias", {C}, InitKind::kZeros);
-    if (s.bias) add(p + "ffwd.net.0.bias", {F}, InitKind::kZeros);
-    if (s.bias) add(p + "ffwd.net.2.bias", {C}, InitKind::kZeros);
+    add(p + "ln1.weight", {C}, InitKind::kNormWeight);
+    if (s.bias) add(p + "ln1.bias", {C}, InitKind::kNormBias);
+    if (s.qkv_bias) add(p + "sa.qkv.bias", {3 * A}, InitKind::kLinearBias, C);
+    if (s.bias) add(p + "sa.proj.bias", {C}, InitKind::kLinearBias, A);
+    add(p + "ln2.weight", {C}, InitKind::kNormWeight);
+    if (s.bias) add(p + "ln2.bias", {C}, InitKind::kNormBias);
+    if (s.bias) add(p + "ffwd.net.0.bias", {F}, InitKind::kLinearBias, C);
+    if (s.bias) add(p + "ffwd.net.2.bias", {C}, InitKind::kLinearBias, F);
   }
-  add("ln_f.weight", {C}, InitKind::kOnes);
-  if (s.bias) add("ln_f.bias", {C}, InitKind::kZeros);
-  if (s.bias) add("lm_head.bias", {s.vocab_size}, InitKind::kZeros);
+  add("ln_f.weight", {C}, InitKind::kNormWeight);
+  if (s.bias) add("ln_f.bias", {C}, InitKind::kNormBias);
+  if (s.bias) add("lm_head.bias", {s.vocab_size}, InitKind::kLinearBias, C);
 }
 
-void ParameterLayout::add(const std::string& name, std::vector<int> shape, InitKind init) {
+void ParameterLayout::add(const std::string& name, std::vector<int> shape, InitKind init,
+                          int fan_in) {
   size_t size = 1;
   for (int d : shape) size *= static_cast<size_t>(d);
-  tensors_.push_back({name, std::move(shape), total_, size, init});
+  tensors_.push_back({name, std::move(shape), total_, size, init, fan_in});
   total_ += size;
 }
 
@@ -63,7 +65,7 @@ ModelTensors bind_tensors(const ParameterLayout& layout, const ModelShape& shape
     const std::string p = "blocks." + std::to_string(l) + ".";
     t.layers.push_back(LayerTensors{
         pointer(p + "ln1.weight"), pointer(p + "ln1.bias"), pointer(p + "sa.qkv.weight"),
-        pointer(p + "sa.proj.weight"), pointer(p + "sa.proj.bias"), pointer(p + "ln2.weight"),
+        pointer(p + "sa.qkv.bias"), pointer(p + "sa.proj.weight"), pointer(p + "sa.proj.bias"), pointer(p + "ln2.weight"),
         pointer(p + "ln2.bias"), pointer(p + "ffwd.net.0.weight"), pointer(p + "ffwd.net.0.bias"),
         pointer(p + "ffwd.net.2.weight"), pointer(p + "ffwd.net.2.bias")});
   }

@@ -1,9 +1,10 @@
 // Where each parameter tensor lives in the one flat fp32 buffer (gradients and AdamW moments use
 // the same layout in buffers of their own).
 //
-// Tensors are named as the seed's PyTorch state_dict names them, except that each block's
+// Tensors are named as seed 000's PyTorch state_dict names them, except that each block's
 // per-head key/query/value matrices are stored fused as `blocks.{i}.sa.qkv.weight` (3A, C):
-// queries, then keys, then values, head h at rows [h*hs, (h+1)*hs) of each third.
+// queries, then keys, then values, head h at rows [h*hs, (h+1)*hs) of each third (and their
+// biases, with qkv_bias, as `blocks.{i}.sa.qkv.bias` (3A)).
 // model/torch_names.cpp maps to and from the per-head names when files are read or written.
 //
 // All 2-D tensors (embeddings, matrices) come first, then all 1-D tensors (biases, LayerNorm
@@ -18,11 +19,15 @@
 
 namespace folio {
 
+// How a tensor is initialised, by what it is (GPT::initialize; config keys init, init_std,
+// scaled_residual_init). fan_in is the input width of the Linear layer a weight or bias belongs to.
 enum class InitKind {
-  kNormal,  // N(0, init_std): every Linear and Embedding weight
-  kScaledNormal,  // N(0, init_std / sqrt(2 n_layer)) with scaled_residual_init, else as kNormal
-  kZeros,   // biases, LayerNorm bias
-  kOnes,    // LayerNorm weight
+  kEmbedding,       // normal: N(0, init_std); torch_default: N(0, 1) (nn.Embedding)
+  kLinearWeight,    // normal: N(0, init_std); torch_default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+  kResidualWeight,  // as kLinearWeight; with scaled_residual_init N(0, init_std / sqrt(2 n_layer))
+  kLinearBias,      // normal: 0; torch_default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear)
+  kNormWeight,      // 1 (LayerNorm)
+  kNormBias,        // 0 (LayerNorm)
 };
 
 struct ParameterTensor {
@@ -30,7 +35,8 @@ struct ParameterTensor {
   std::vector<int> shape;
   size_t offset = 0;  // in floats, from the start of the flat buffer
   size_t size = 0;
-  InitKind init = InitKind::kNormal;
+  InitKind init = InitKind::kLinearWeight;
+  int fan_in = 0;  // Linear weights and biases: the layer's input width
   bool is_matrix() const { return shape.size() == 2; }
 };
 
@@ -46,7 +52,7 @@ class ParameterLayout {
   const ParameterTensor& at(const std::string& name) const;  // throws if absent
 
  private:
-  void add(const std::string& name, std::vector<int> shape, InitKind init);
+  void add(const std::string& name, std::vector<int> shape, InitKind init, int fan_in = 0);
   std::vector<ParameterTensor> tensors_;
   size_t total_ = 0, matrix_total_ = 0;
 };
@@ -54,7 +60,7 @@ class ParameterLayout {
 // Pointers into a flat buffer laid out as above (parameters, or gradients).
 struct LayerTensors {
   float *ln1_weight, *ln1_bias;      // (C), (C) or null
-  float* qkv_weight;                  // (3A, C)
+  float *qkv_weight, *qkv_bias;      // (3A, C), (3A) or null (qkv_bias)
   float *proj_weight, *proj_bias;    // (C, A), (C) or null
   float *ln2_weight, *ln2_bias;      // (C), (C) or null
   float *fc_weight, *fc_bias;        // (4C, C), (4C) or null

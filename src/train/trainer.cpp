@@ -182,7 +182,8 @@ void Trainer::start_from_parameters() {
                   data_.path() + ": " + mismatch);
     model_.write_parameters(checkpoint.parameters);
   } else {
-    model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init);
+    model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init,
+                      init_scheme_of(config_));
   }
   // As DistributedDataParallel does: every rank starts from rank 0's weights. (Before any forward
   // pass: a GPU backend makes its bf16 mirror of the weights at the first one, from these.)

@@ -109,11 +109,10 @@ def write_tokenizer(folder):
 
 
 def write_random_gpt2(folder, n_layer=2, n_head=4, n_embd=32, n_positions=24, seed=0,
-                      activation="gelu_new", qkv_bias=False, extra_config=None):
+                      activation="gelu_new", extra_config=None):
     """config.json + model.safetensors of a random GPT2LMHeadModel (tied head, saved as
     save_pretrained does: no lm_head.weight), weights large enough that the logits differ
-    clearly. COUPLING: c_attn.bias is zero unless qkv_bias (folio has no query/key/value bias
-    yet). Returns (config, tensors) as load_folder does."""
+    clearly. Returns (config, tensors) as load_folder does."""
     from safetensors.numpy import save_file
     os.makedirs(folder, exist_ok=True)
     vocab_size = write_tokenizer(folder)
@@ -127,8 +126,7 @@ def write_random_gpt2(folder, n_layer=2, n_head=4, n_embd=32, n_positions=24, se
         t[p + "ln_1.weight"] = 1 + normal(C, std=0.1)
         t[p + "ln_1.bias"] = normal(C, std=0.1)
         t[p + "attn.c_attn.weight"] = normal(C, 3 * C, std=0.2)
-        t[p + "attn.c_attn.bias"] = (normal(3 * C, std=0.1) if qkv_bias
-                                     else np.zeros(3 * C, np.float32))
+        t[p + "attn.c_attn.bias"] = normal(3 * C, std=0.1)
         t[p + "attn.c_proj.weight"] = normal(C, C, std=0.1)
         t[p + "attn.c_proj.bias"] = normal(C, std=0.1)
         t[p + "ln_2.weight"] = 1 + normal(C, std=0.1)

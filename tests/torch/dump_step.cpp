@@ -27,14 +27,18 @@ using namespace folio;
 namespace {
 
 // Masks of (B, T, T) per head and (B, T, C) per residual branch, as 1.0 for kept, 0.0 for dropped.
-void add_masks(std::vector<NamedTensor>& out, const Config& c, const DropoutContext& dropout, int B,
-               int T) {
+// Each is named "mask." and the dropout module's name in the PyTorch model (torch_names).
+void add_masks(std::vector<NamedTensor>& out, const Config& c, const ModelShape& shape,
+               const DropoutContext& dropout, int B, int T) {
   const int H = c.n_head, C = c.n_embd;
   for (int l = 0; l < c.n_layer; ++l) {
-    const std::string prefix = "mask.blocks." + std::to_string(l);
+    const std::string prefix = "blocks." + std::to_string(l);
     const DropoutSpec weights = dropout.at(l, DropoutSite::kAttentionWeights);
     for (int h = 0; h < H; ++h) {
-      NamedTensor mask{prefix + ".sa.heads." + std::to_string(h) + ".dropout", {B, T, T}, {}};
+      NamedTensor mask{
+          "mask." + torch_name(shape, prefix + ".sa.heads." + std::to_string(h) + ".dropout"),
+          {B, T, T},
+          {}};
       for (int b = 0; b < B; ++b)
         for (int i = 0; i < T; ++i)
           for (int j = 0; j < T; ++j)
@@ -44,7 +48,7 @@ void add_masks(std::vector<NamedTensor>& out, const Config& c, const DropoutCont
     for (auto [site, name] : {std::pair{DropoutSite::kAttentionOutput, ".sa.dropout"},
                               std::pair{DropoutSite::kFeedForwardOutput, ".ffwd.net.3"}}) {
       const DropoutSpec spec = dropout.at(l, site);
-      NamedTensor mask{prefix + name, {B, T, C}, {}};
+      NamedTensor mask{"mask." + torch_name(shape, prefix + name), {B, T, C}, {}};
       for (int b = 0; b < B; ++b)
         for (int e = 0; e < T * C; ++e) mask.values.push_back(spec.keeps(b, e) ? 1.0f : 0.0f);
       out.push_back(std::move(mask));
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
     // The CPU unless --device says otherwise (tests/gpu compares a GPU's dump with PyTorch).
     auto backend = make_backend(c.device == "auto" ? "cpu" : c.device, 0, {c.dtype, c.tf32});
     GPT model(*backend, ModelShape::from_config(c, V));
-    model.initialize(c.seed, c.init_std, c.scaled_residual_init);
+    model.initialize(c.seed, c.init_std, c.scaled_residual_init, init_scheme_of(c));
     save_checkpoint(out_dir + "/weights.safetensors", model, c, vocabulary, 0, 0, 0);
 
     // One step through the trainer's TrainingStep, read before its AdamW update too.
@@ -113,7 +117,7 @@ int main(int argc, char** argv) {
     for (NamedTensor& t : prefixed("updated.", to_seed_state_dict(model.shape(), model.layout(),
                                                                   model.read_parameters())))
       out.push_back(std::move(t));
-    if (c.dropout > 0) add_masks(out, c, dropout, B, T);
+    if (c.dropout > 0) add_masks(out, c, model.shape(), dropout, B, T);
     const int F = model.shape().hidden_width();
     for (int l = 0; l < c.n_layer; ++l)
       out.push_back({"preactivation.blocks." + std::to_string(l) + ".ffwd.net.0",
