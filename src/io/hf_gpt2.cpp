@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/checkpoint_metadata.h"
 #include "io/safetensors.h"
 #include "io/whole_file.h"
 
@@ -340,6 +341,39 @@ HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base) {
     model.tokenizer = Tokenizer::load(dir);
   if (model.tokenizer) check_tokenizer_fits(*model.tokenizer, model.shape, dir + "'s tokenizer");
   return model;
+}
+
+LoadedCheckpoint load_initial_weights(const std::string& path, const Config& base,
+                                      const Vocabulary* data_vocabulary) {
+  if (!fs::is_directory(path)) return load_checkpoint(path, base, data_vocabulary);
+  HfGpt2Model model = read_hf_gpt2(path, base);
+  if (!model.tokenizer)
+    throw Error(path +
+                " has no tokenizer (tokenizer.json, or vocab.json + merges.txt): copy the "
+                "model's there, or `folio import` it with --tokenizer");
+  LoadedCheckpoint checkpoint;
+  checkpoint.path = path;
+  checkpoint.config = model.config;
+  checkpoint.tokenizer = *model.tokenizer;
+  checkpoint.shape = model.shape;
+  checkpoint.parameters = std::move(model.parameters);
+  return checkpoint;
+}
+
+Config config_of_initial_weights(const std::string& path, const Config& base) {
+  if (fs::is_directory(path)) {
+    const std::string config_path = (fs::path(path) / "config.json").string();
+    try {
+      return config_from_hf_json(
+          nlohmann::json::parse(read_whole_file(config_path, "the folder needs config.json")),
+          config_path, base);
+    } catch (const nlohmann::json::parse_error& error) {
+      throw Error(config_path + " is not valid JSON (" + error.what() + ")");
+    }
+  }
+  const SafetensorsFile file = SafetensorsFile::read(path);
+  const CheckpointMetadata metadata(file, "checkpoint " + path);
+  return metadata.format() == kCheckpointFormat ? metadata.config() : base;
 }
 
 void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape,

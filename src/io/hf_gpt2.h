@@ -36,6 +36,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "config/config.h"
+#include "io/checkpoint.h"
 #include "io/torch_names.h"
 #include "model/model_shape.h"
 #include "model/parameter_layout.h"
@@ -69,6 +70,14 @@ std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const Paramet
 
 // Reads DIR (config.json, model.safetensors, the tokenizer when there is one).
 HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base);
+// What `folio train --init_from PATH` starts from: a Hugging Face GPT-2 folder (read as `folio
+// import` reads it, the folder's tokenizer required) or a checkpoint file (load_checkpoint).
+LoadedCheckpoint load_initial_weights(const std::string& path, const Config& base,
+                                      const Vocabulary* data_vocabulary);
+// The config such a run starts from when no --config is given: the folder's config.json on top of
+// `base`, or the checkpoint's stored config (`base` for a file without one).
+Config config_of_initial_weights(const std::string& path, const Config& base);
+
 // Throws unless `tokenizer` has one id per row of the model's token embedding; `what` names it.
 void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape,
                           const std::string& what);

@@ -90,6 +90,31 @@ def sample_matches_reference(checkpoint, folder, config, tensors, prompt):
           f"(got {result.stdout!r})")
 
 
+def finetune_from_folder_and_checkpoint(folder, checkpoint):
+    """`folio train --init_from` an HF folder and its imported checkpoint (each run's config from
+    the weights, no --config) train the same model on token files of the folder's tokenizer."""
+    text = os.path.join(WORK, "finetune.txt")
+    with open(DATA, "rb") as f, open(text, "wb") as out:
+        out.write(f.read(20000))
+    shards = os.path.join(WORK, "finetune_shards")
+    result = run("prepare", "--data", text, "--tokenizer", folder, "--out", shards)
+    check(result.returncode == 0, f"prepare token files with the folder's tokenizer {result.stderr}")
+    saved = []
+    for name, source in [("from_folder", folder), ("from_checkpoint", checkpoint)]:
+        out_dir = os.path.join(WORK, name)
+        result = run("train", "--init_from", source, "--data", shards, "--out_dir", out_dir,
+                     "--max_iters=3", "--eval_interval=2", "--eval_iters=1", "--batch_size=2",
+                     "--sample_tokens=0", "--quiet")
+        check(result.returncode == 0, f"train --init_from {name} {result.stderr[-300:]}")
+        saved.append(load_file(os.path.join(out_dir, "ckpt.safetensors")))
+    before = load_file(checkpoint)
+    check(sorted(saved[0]) == sorted(saved[1])
+          and all(saved[0][k].tobytes() == saved[1][k].tobytes() for k in saved[0])
+          and any(saved[0][k].tobytes() != before[k].tobytes() for k in before),
+          "finetuning from the folder and from its imported checkpoint gives the same weights, "
+          "changed from the imported ones")
+
+
 def refused(args, words, name, exit_code=1):
     result = run(*args)
     lines = result.stderr.strip().splitlines()
@@ -127,6 +152,9 @@ def main():
         compare("import " + activation, config, tensors, checkpoint, ids, ids[:3])
 
         sample_matches_reference(checkpoint, folder, config, tensors, b"the cat")
+
+        if activation == "gelu_new":
+            finetune_from_folder_and_checkpoint(folder, checkpoint)
 
         exported = os.path.join(WORK, "exported_" + activation)
         result = run("export", "--ckpt", checkpoint, "--hf", exported)
