@@ -50,11 +50,21 @@ std::vector<HfTensor> tensor_map(const ModelShape& shape) {
   return map;
 }
 
-// The shape HF gives each tensor, from folio's.
-std::vector<int64_t> hf_shape(const HfTensor& t, const std::vector<int>& folio_shape) {
-  std::vector<int64_t> shape(folio_shape.begin(), folio_shape.end());
+// The shape HF gives each tensor, from folio's. The token embedding has vocab_size rows in HF's
+// file; in folio's memory it may have more (vocabulary padding, zero rows after the real ones), so
+// its shape is taken from the model's vocab_size and its values are the first rows.
+std::vector<int64_t> hf_shape(const HfTensor& t, const ParameterTensor& tensor,
+                              const ModelShape& model) {
+  std::vector<int64_t> shape(tensor.shape.begin(), tensor.shape.end());
+  if (t.folio_name == "token_embedding_table.weight") shape[0] = model.vocab_size;
   if (t.conv1d_transposed) std::swap(shape[0], shape[1]);
   return shape;
+}
+
+size_t element_count(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
 }
 
 // The bias each HF tensor name implies (C, 3C or 4C values), for tensors folio lacks.
@@ -150,7 +160,8 @@ Config config_from_hf_json(const nlohmann::json& hf, const std::string& origin, 
   set("head_size", "0");
   set("block_size", std::to_string(hf_value<int>(hf, "n_positions", 1024, origin)));
   set("bias", "true");
-  set("qkv_bias", "true");  // c_attn.bias
+  set("qkv_bias", "true");                                            // c_attn.bias
+  if (find_config_key("lm_head_bias")) set("lm_head_bias", "false");  // COUPLING: gpt2-model's key
   set("block_order", "pre_norm");
   set("init", "normal");
   set("torch_names", "seed000");
@@ -220,7 +231,7 @@ std::vector<float> from_hf_state_dict(const ModelShape& shape, const ParameterLa
     const std::string name = prefix + t.hf_name;
     const ParameterTensor* target = layout.find(t.folio_name);
     if (target == nullptr) throw Error("internal: no folio tensor " + t.folio_name);
-    const std::vector<int64_t> expected = hf_shape(t, target->shape);
+    const std::vector<int64_t> expected = hf_shape(t, *target, shape);
     std::vector<float> values = read(name, expected);
     if (t.conv1d_transposed) values = transposed(values, expected[0], expected[1]);
     std::copy(values.begin(), values.end(), flat.begin() + target->offset);
@@ -274,17 +285,19 @@ std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const Paramet
       out.push_back({name, {size}, std::vector<float>(size, 0.0f)});
       continue;
     }
+    const std::vector<int64_t> written = hf_shape(t, *source, shape);
     std::vector<float> values(flat.begin() + source->offset,
-                              flat.begin() + source->offset + source->size);
+                              flat.begin() + source->offset + element_count(written));
     if (t.conv1d_transposed) values = transposed(values, source->shape[0], source->shape[1]);
-    out.push_back({name, hf_shape(t, source->shape), std::move(values)});
+    out.push_back({name, written, std::move(values)});
   }
   if (!shape.tie_weights) {
     const ParameterTensor& head = layout.at("lm_head.weight");
     out.push_back(
         {"lm_head.weight",
          {shape.vocab_size, shape.n_embd},
-         std::vector<float>(flat.begin() + head.offset, flat.begin() + head.offset + head.size)});
+         std::vector<float>(flat.begin() + head.offset,
+                            flat.begin() + head.offset + size_t(shape.vocab_size) * shape.n_embd)});
   }
   return out;
 }

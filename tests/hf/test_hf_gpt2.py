@@ -28,6 +28,7 @@ from safetensors.numpy import load_file  # noqa: E402
 
 FOLIO, DUMP, DATA, WORK = sys.argv[1:5]
 failures = []
+KEYS = subprocess.run([FOLIO, "train", "--help"], capture_output=True, text=True).stdout
 
 
 def check(ok, what):
@@ -113,6 +114,39 @@ def finetune_from_folder_and_checkpoint(folder, checkpoint):
           and any(saved[0][k].tobytes() != before[k].tobytes() for k in before),
           "finetuning from the folder and from its imported checkpoint gives the same weights, "
           "changed from the imported ones")
+    # The finetuned model back to HF: GPT-2's head has no bias, so folio's must have none either
+    # (config key lm_head_bias, which import sets false where this build has it).
+    finetuned = os.path.join(WORK, "from_folder", "ckpt.safetensors")
+    exported = os.path.join(WORK, "exported_finetuned")
+    result = run("export", "--ckpt", finetuned, "--hf", exported)
+    if "lm_head_bias" in KEYS:
+        check(result.returncode == 0, f"export the finetuned model {result.stderr.strip()}")
+        config, tensors = ref.load_folder(exported)
+        ids = [int(x) for x in np.random.default_rng(2).integers(0, config["vocab_size"], 20)]
+        compare("finetuned, exported", config, tensors, finetuned, ids, ids[:3])
+    else:
+        check(result.returncode == 1 and "lm_head.bias" in result.stderr,
+              "without the lm_head_bias key, export of a finetuned model is refused "
+              f"(its head gained a bias): {result.stderr.strip()}")
+
+
+def padded_vocabulary_import(folder, config, tensors):
+    """With vocabulary padding (config key vocab_padding) the imported model computes the same."""
+    if "vocab_padding" not in KEYS:
+        print("SKIP padded import: this build has no vocab_padding key (the gpt2-model branch)")
+        return
+    checkpoint = os.path.join(WORK, "padded.safetensors")
+    result = run("import", "--hf", folder, "--out", checkpoint, "--vocab_padding=64")
+    check(result.returncode == 0, f"import with --vocab_padding=64 {result.stderr.strip()}")
+    ids = [int(x) for x in np.random.default_rng(3).integers(0, config["vocab_size"], 20)]
+    compare("import padded to 64", config, tensors, checkpoint, ids, ids[:3])
+    exported = os.path.join(WORK, "exported_padded")
+    result = run("export", "--ckpt", checkpoint, "--hf", exported)
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    original = load_file(os.path.join(folder, "model.safetensors"))
+    check(result.returncode == 0 and all(written[k].tobytes() == original[k].tobytes()
+                                         for k in original),
+          "export of the padded import gives the original tensors back byte for byte")
 
 
 def refused(args, words, name, exit_code=1):
@@ -155,6 +189,7 @@ def main():
 
         if activation == "gelu_new":
             finetune_from_folder_and_checkpoint(folder, checkpoint)
+            padded_vocabulary_import(folder, config, tensors)
 
         exported = os.path.join(WORK, "exported_" + activation)
         result = run("export", "--ckpt", checkpoint, "--hf", exported)
