@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "config/presets.h"
 #include "core/error.h"
 #include "data/text_dataset.h"
 #include "io/checkpoint.h"
@@ -22,10 +23,11 @@ constexpr const char* kImportHelp =
     "`folio info`, `eval`, `sample` and `train --init_from` read.\nThe structure comes from "
     "config.json (n_layer, n_head, n_embd, n_positions as block_size, vocab_size,\n"
     "activation_function: gelu_new is gelu_tanh); config keys on the command line set the "
-    "training recipe\nstored with it. The tokenizer travels with the model: DIR's tokenizer.json "
-    "(or vocab.json + merges.txt),\nor --tokenizer. What folio cannot compute exactly (another "
-    "attention scaling, a different LayerNorm eps,\nn_inner other than 4 * n_embd...) is refused, "
-    "naming the key. pytorch_model.bin is not read: the error says\nhow to convert it.\n";
+    "training recipe\nstored with it (default: the gpt2 preset's). The tokenizer travels with "
+    "the model: DIR's tokenizer.json\n(or vocab.json + merges.txt), or --tokenizer. What folio "
+    "cannot compute exactly (another attention scaling,\na different LayerNorm eps, n_inner other "
+    "than 4 * n_embd...) is refused, naming the key. pytorch_model.bin is not\nread: the error "
+    "says how to convert it.\n";
 
 constexpr const char* kExportHelp =
     "usage: folio export --ckpt FILE --hf DIR [--force]\n\n"
@@ -53,7 +55,11 @@ int import_command(Arguments& arguments) {
   const auto tokenizer_spec = arguments.take("tokenizer");
   if (!dir) arguments.problem("folio import needs --hf DIR, the Hugging Face model folder");
   if (!out) arguments.problem("folio import needs --out FILE.safetensors, the checkpoint to write");
+  // The recipe stored with the model: the gpt2 preset's (nanoGPT's GPT-2 recipe) where this build
+  // has it (COUPLING: gpt2-model's presets), then the command line's keys.
   Config base;
+  for (const Preset& preset : presets())
+    if (std::string(preset.name) == "gpt2") base = load_config("gpt2");
   const std::vector<std::string> options = {"hf", "out", "tokenizer", "help"};
   arguments.apply_config_keys(base, options);
   arguments.finish("import", options);
