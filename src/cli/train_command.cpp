@@ -18,6 +18,7 @@
 #include "distributed/launch_environment.h"
 #include "distributed/local_ranks.h"
 #include "distributed/make_communicator.h"
+#include "io/hf_gpt2.h"
 #include "io/training_state.h"
 #include "progress/status_line.h"
 #include "progress/task_progress.h"
@@ -113,7 +114,7 @@ int train_command(Arguments& arguments) {
       return 0;
     }
     std::cout << "usage: folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] "
-                 "[--init_from CKPT] [--resume DIR] [--nproc N|auto] [--overwrite] [--quiet] "
+                 "[--init_from CKPT|HF_DIR] [--resume DIR] [--nproc N|auto] [--overwrite] [--quiet] "
                  "[--print_config] [--KEY=VALUE ...]\n\n"
                  "Trains a GPT on a UTF-8 text file (its characters) or on a folder of token "
                  "files from folio prepare (--data DIR [--tokenizer gpt2|FILE|DIR]).\n"
@@ -121,7 +122,8 @@ int train_command(Arguments& arguments) {
               << preset_names()
               << "; default shakespeare_char) or a file of `key = value` lines; each\n"
                  "--KEY=VALUE then overrides one config key. --init_from starts from the weights "
-                 "of a checkpoint. --resume DIR continues the run\nwhose out_dir is DIR exactly "
+                 "of a checkpoint or a Hugging Face GPT-2 folder,\nwith its config unless "
+                 "--config is given. --resume DIR continues the run\nwhose out_dir is DIR exactly "
                  "where its last saved state left it. --nproc N starts N data-parallel ranks on "
                  "this machine.\nA new run refuses an out_dir that holds another run's "
                  "checkpoint unless --overwrite. --quiet shows no live progress.\n"
@@ -173,8 +175,15 @@ int train_command(Arguments& arguments) {
                           " cannot change; start a new run with --init_from " + resume_dir +
                           "/ckpt.safetensors instead");
   } else {
-    arguments.collect(
-        [&] { config = load_config(arguments.take("config").value_or("shakespeare_char")); });
+    // --init_from without --config starts from the weights' own config (structure and recipe),
+    // as nanoGPT's init_from='gpt2' takes the model's arguments from it; flags override it.
+    // (An unreadable --init_from is a failure, exit 1, not a usage problem.)
+    const std::optional<std::string> config_name = arguments.take("config");
+    if (!config_name && !init_from.empty())
+      config = config_of_initial_weights(init_from, load_config("shakespeare_char"));
+    else
+      arguments.collect(
+          [&] { config = load_config(config_name.value_or("shakespeare_char")); });
     arguments.apply_config_keys(config, kTrainOptions);
   }
   arguments.finish("train", kTrainOptions, false,

@@ -87,11 +87,18 @@ size_t loadable_values(const SafetensorsFile& file) {
 
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
                      const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss) {
-  const std::vector<float> flat = model.read_parameters();
+  save_checkpoint(path, model.shape(), model.read_parameters(), config, tokenizer, step, train_loss,
+                  val_loss);
+}
+
+void save_checkpoint(const std::string& path, const ModelShape& shape,
+                     const std::vector<float>& flat, const Config& config,
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss) {
   for (size_t i = 0; i < flat.size(); ++i)
     if (!std::isfinite(flat[i]))
       throw Error("refusing to write " + path + ": the parameters hold a non-finite value");
-  const std::vector<NamedTensor> named = to_seed_state_dict(model.shape(), model.layout(), flat);
+  const ParameterLayout layout(shape);
+  const std::vector<NamedTensor> named = to_seed_state_dict(shape, layout, flat);
   std::vector<TensorToWrite> tensors;
   for (const NamedTensor& tensor : named)
     tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
@@ -100,7 +107,7 @@ void save_checkpoint(const std::string& path, const GPT& model, const Config& co
   metadata["step"] = std::to_string(step);
   metadata["train_loss"] = shortest_double(train_loss);
   metadata["val_loss"] = shortest_double(val_loss);
-  metadata["parameters"] = std::to_string(model.layout().saved_total());  // without padding
+  metadata["parameters"] = std::to_string(layout.saved_total());  // without padding
   write_safetensors(path, tensors, metadata);
 }
 

@@ -29,7 +29,7 @@ struct LoadedCheckpoint {
   ModelShape shape;
   std::vector<float> parameters;  // flat, in the ParameterLayout of `shape`
   bool written_by_folio = false;
-  int64_t step = -1;              // -1: not recorded
+  int64_t step = -1;                      // -1: not recorded
   double train_loss = -1, val_loss = -1;  // -1: not recorded
   size_t file_size = 0;
   std::string data_sha256;
@@ -42,6 +42,10 @@ bool is_folio_checkpoint(const SafetensorsFile& file);
 
 // Writes atomically (see write_safetensors); a failure leaves the previous file intact.
 void save_checkpoint(const std::string& path, const GPT& model, const Config& config,
+                     const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
+// The same from flat parameters in the ParameterLayout of `shape` (what `folio import` writes).
+void save_checkpoint(const std::string& path, const ModelShape& shape,
+                     const std::vector<float>& parameters, const Config& config,
                      const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
 
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then

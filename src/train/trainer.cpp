@@ -15,6 +15,7 @@
 #include "data/batches.h"
 #include "data/epoch_sampler.h"
 #include "io/checkpoint.h"
+#include "io/hf_gpt2.h"
 #include "io/metrics_log.h"
 #include "io/run_directory.h"
 #include "model/generate.h"
@@ -174,8 +175,8 @@ void Trainer::start_from_parameters() {
     return;  // every rank read the same file: nothing to broadcast
   }
   if (!options_.init_from.empty()) {
-    const LoadedCheckpoint checkpoint =
-        load_checkpoint(options_.init_from, config_, data_.tokenizer().characters());
+    const LoadedCheckpoint checkpoint =  // a checkpoint, or a Hugging Face GPT-2 folder
+        load_initial_weights(options_.init_from, config_, data_.tokenizer().characters());
     const std::string mismatch = init_from_mismatch(checkpoint, model_.shape(), data_.tokenizer());
     if (!mismatch.empty() || checkpoint.parameters.size() != model_.parameter_count())
       throw Error("--init_from " + options_.init_from + " does not fit this run on " +
