@@ -104,6 +104,70 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
   EXPECT_LT(relative_error(download(d_dbias, dbias.size()), dbias_exact), 1e-6);
 }
 
+// The parameters' bf16 mirror (set_parameter_buffer): products read it instead of rounding the
+// weight each time, AdamW writes it as it writes the weights, and any other write makes it out of
+// date. Whatever happens to the weights, a product must give the same bits as a backend that
+// keeps no mirror and rounds the weight it is handed.
+TEST(CpuBf16, ParameterMirrorFollowsEveryWriteToTheWeights) {
+  std::unique_ptr<Backend> mirrored = make_backend("cpu", 0, BackendOptions{"bf16"});
+  std::unique_ptr<Backend> plain = make_backend("cpu", 0, BackendOptions{"bf16"});
+  const int N = 33, IC = 70, OC = 45, lead = 17;  // the weight sits inside the buffer
+  const size_t P = lead + static_cast<size_t>(OC) * IC + 9;
+  struct Side {
+    Backend& backend;
+    DeviceBuffer params, grads, m, v, inp, out;
+    Side(Backend& b, size_t P, size_t in, size_t out_n)
+        : backend(b), params(b, P * 4), grads(b, P * 4), m(b, P * 4), v(b, P * 4),
+          inp(b, in * 4), out(b, out_n * 4) {}
+    void put(DeviceBuffer& to, const Floats& host) {
+      backend.copy_to_device(to.get(), host.data(), host.size() * sizeof(float));
+    }
+    Floats product(int N, int IC, int OC, int lead) {
+      backend.matmul_forward(out.as<float>(), inp.as<float>(), params.as<float>() + lead, nullptr,
+                             N, IC, OC);
+      Floats host(static_cast<size_t>(N) * OC);
+      backend.copy_to_host(host.data(), out.get(), host.size() * sizeof(float));
+      return host;
+    }
+  };
+  Side a(*mirrored, P, size_t(N) * IC, size_t(N) * OC), b(*plain, P, size_t(N) * IC, size_t(N) * OC);
+  mirrored->set_parameter_buffer(a.params.as<float>(), P);  // `plain` keeps no mirror
+  for (Side* side : {&a, &b}) {
+    side->put(side->params, random_vector<float>(P, 11));
+    side->put(side->grads, random_vector<float>(P, 12, 0.5));
+    side->put(side->m, Floats(P, 0.0f));
+    side->put(side->v, Floats(P, 0.0f));
+    side->put(side->inp, random_vector<float>(size_t(N) * IC, 13));
+  }
+  auto same_bits = [&](const char* when) {
+    const Floats x = a.product(N, IC, OC, lead), y = b.product(N, IC, OC, lead);
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << when;
+    return x;
+  };
+  const Floats before = same_bits("first product");
+  // Two updates over two ranges (as with weight decay on the matrices only): the second splits
+  // the weight, so the mirror must be written part by part. A large learning rate moves every
+  // weight by more than bf16's resolution.
+  for (int step = 1; step <= 2; ++step) {
+    const AdamWStep update{0.05, 0.9, 0.999, 1e-8, 0.1, step};
+    const size_t split = step == 1 ? P : lead + 100;
+    for (Side* side : {&a, &b}) {
+      float* p = side->params.as<float>();
+      side->backend.adamw_update(p, side->grads.as<float>(), side->m.as<float>(),
+                                 side->v.as<float>(), split, update);
+      if (split < P)
+        side->backend.adamw_update(p + split, side->grads.as<float>() + split,
+                                   side->m.as<float>() + split, side->v.as<float>() + split,
+                                   P - split, update);
+    }
+    EXPECT_NE(same_bits("after AdamW"), before) << "the update did not reach the product";
+  }
+  for (Side* side : {&a, &b}) side->put(side->params, random_vector<float>(P, 14));
+  same_bits("after copy_to_device into the weights");
+  for (Side* side : {&a, &b}) side->backend.scale(side->params.as<float>() + lead + 5, 50, -3.0f);
+  same_bits("after scale() of part of the weights");
+}
+
 TEST(CpuKernels, APickedVariantRunsOnThisCpuAndIsNamedInTheDescription) {
   const cpu::Variant chosen = cpu::chosen_variant();
   EXPECT_TRUE(cpu::cpu_runs(chosen));
