@@ -43,9 +43,10 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
     l.ln2_mean = c.take<float>(BT);
     l.ln2_rstd = c.take<float>(BT);
     l.fc = c.take<float>(BT * F);
-    l.fc_act = c.take<float>(BT * F);
     l.residual_out = c.take<float>(BT * C);
   }
+  float* fc_act = c.take<float>(BT * F);  // one for all layers: backward recomputes it from fc
+  for (LayerActivations& l : p.layers) l.fc_act = fc_act;
   p.lnf = c.take<float>(BT * C);
   p.lnf_mean = c.take<float>(BT);
   p.lnf_rstd = c.take<float>(BT);
