@@ -94,15 +94,22 @@ class CpuBackend final : public Backend {
   void set_parameter_buffer(const float* parameters, size_t count) override;
 
  private:
-  // The bf16 copies of a product's operands, rounded just before it (matmul.cpp): the input or
-  // activation, the weight, the output's gradient. Each grows on first use only.
+  // The bf16 copies of a product's operands (matmul.cpp): the input or activation, the weight,
+  // the output's gradient. Each grows on first use only. A product rounds its operand into its
+  // slot, unless the op that wrote the operand made the copy already in the same pass
+  // (bf16_output): then the slot names that tensor, and the next product that reads it uses the
+  // copy and forgets it.
   enum Bf16Operand { kOperandA, kOperandB, kGradient, kBf16Operands };
   const cpu::bf16* rounded_to_bf16(Bf16Operand slot, const float* x, size_t n);
+  // Where an op about to write the n floats at `out` writes their bf16 copy too, for the product
+  // that reads them next from `slot`; nullptr (write none) when products are fp32.
+  cpu::bf16* bf16_output(Bf16Operand slot, const float* out, size_t n);
   // A weight's bf16 operand: from the parameters' mirror when it lies in the parameter buffer
   // (refreshed first if out of date), else rounded into kOperandB.
   const cpu::bf16* bf16_weight(const float* weight, size_t n);
-  // Called by every op that writes memory other than through adamw_update: a write into the
-  // parameter buffer makes the mirror out of date. (The fp32 parameters stay the truth; writes
+  // Called by the ops that write memory other than through adamw_update, the products and the
+  // copies: a write into the parameter buffer makes the mirror out of date, and a write into a
+  // tensor whose writer made its bf16 copy drops that copy. (The fp32 parameters stay the truth; writes
   // that bypass the backend, such as a collective's broadcast, happen before the first product,
   // while the mirror is still out of date from set_parameter_buffer.)
   void wrote(const void* pointer, size_t bytes);
@@ -117,6 +124,11 @@ class CpuBackend final : public Backend {
   int threads_;
   bool bf16_;
   std::array<std::vector<cpu::bf16>, kBf16Operands> bf16_operands_;
+  struct RoundedCopy {
+    const float* source = nullptr;  // the tensor whose copy the slot holds, made by its writer
+    size_t count = 0;
+  };
+  std::array<RoundedCopy, kBf16Operands> made_by_writer_;
   struct ParameterMirror {
     const float* source = nullptr;  // the model's flat fp32 parameters
     size_t count = 0;
