@@ -240,7 +240,7 @@ void GPT::backward(float dloss) {
     const LayerTensors& g = grads_.layers[l];
     const LayerActivations& block = act.layers[l];
     // x = x + ffwd(ln2(x)): d_residual flows through unchanged, d_branch into the branch
-    if (l + 1 < shape_.n_layer)  // fc_act is shared (activation_plan.h); the last layer's is there
+    if (act.shared_fc_act && l + 1 < shape_.n_layer)  // the last layer's is still there
       backend_.activation_forward(block.fc_act, block.fc, static_cast<size_t>(BT) * F,
                                   shape_.activation);
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
