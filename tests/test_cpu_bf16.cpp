@@ -118,8 +118,13 @@ TEST(CpuBf16, ParameterMirrorFollowsEveryWriteToTheWeights) {
     Backend& backend;
     DeviceBuffer params, grads, m, v, inp, out;
     Side(Backend& b, size_t P, size_t in, size_t out_n)
-        : backend(b), params(b, P * 4), grads(b, P * 4), m(b, P * 4), v(b, P * 4),
-          inp(b, in * 4), out(b, out_n * 4) {}
+        : backend(b),
+          params(b, P * 4),
+          grads(b, P * 4),
+          m(b, P * 4),
+          v(b, P * 4),
+          inp(b, in * 4),
+          out(b, out_n * 4) {}
     void put(DeviceBuffer& to, const Floats& host) {
       backend.copy_to_device(to.get(), host.data(), host.size() * sizeof(float));
     }
@@ -131,7 +136,8 @@ TEST(CpuBf16, ParameterMirrorFollowsEveryWriteToTheWeights) {
       return host;
     }
   };
-  Side a(*mirrored, P, size_t(N) * IC, size_t(N) * OC), b(*plain, P, size_t(N) * IC, size_t(N) * OC);
+  Side a(*mirrored, P, size_t(N) * IC, size_t(N) * OC),
+      b(*plain, P, size_t(N) * IC, size_t(N) * OC);
   mirrored->set_parameter_buffer(a.params.as<float>(), P);  // `plain` keeps no mirror
   for (Side* side : {&a, &b}) {
     side->put(side->params, random_vector<float>(P, 11));
@@ -219,7 +225,9 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     const Floats want = product(duplicate);
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << op;
   };
-  auto as_input = [&](int width) { return [&, width](const float* x) { return product_of_input(x, width); }; };
+  auto as_input = [&](int width) {
+    return [&, width](const float* x) { return product_of_input(x, width); };
+  };
   float* ln_inp = buffer(size_t(N) * C, 6);
   auto as_gradient = [&](int width) {
     return [&, width](const float* x) { return product_of_gradient(x, width, ln_inp); };

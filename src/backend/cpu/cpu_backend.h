@@ -109,9 +109,9 @@ class CpuBackend final : public Backend {
   const cpu::bf16* bf16_weight(const float* weight, size_t n);
   // Called by the ops that write memory other than through adamw_update, the products and the
   // copies: a write into the parameter buffer makes the mirror out of date, and a write into a
-  // tensor whose writer made its bf16 copy drops that copy. (The fp32 parameters stay the truth; writes
-  // that bypass the backend, such as a collective's broadcast, happen before the first product,
-  // while the mirror is still out of date from set_parameter_buffer.)
+  // tensor whose writer made its bf16 copy drops that copy. (The fp32 parameters stay the truth;
+  // writes that bypass the backend, such as a collective's broadcast, happen before the first
+  // product, while the mirror is still out of date from set_parameter_buffer.)
   void wrote(const void* pointer, size_t bytes);
   // Per-thread scratch for attention (strips of query rows); grows on first use only.
   float* attention_scratch(int thread, size_t floats_per_thread);

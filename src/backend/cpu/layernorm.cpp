@@ -61,8 +61,9 @@ void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const f
   cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * C);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i)
-    normalize_row(out + static_cast<size_t>(i) * C, out16 ? out16 + static_cast<size_t>(i) * C : nullptr,
-                  mean[i], rstd[i], inp + static_cast<size_t>(i) * C, weight, bias, C);
+    normalize_row(out + static_cast<size_t>(i) * C,
+                  out16 ? out16 + static_cast<size_t>(i) * C : nullptr, mean[i], rstd[i],
+                  inp + static_cast<size_t>(i) * C, weight, bias, C);
 }
 
 void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean,

@@ -13,8 +13,8 @@ namespace {
 
 // One AdamW update of n parameters; with kMirror also their bf16 copy, in the same pass.
 template <bool kMirror>
-void adamw_loop(float* params, cpu::bf16* mirror, const float* grads, float* m, float* v,
-                size_t n, const AdamWStep& s) {
+void adamw_loop(float* params, cpu::bf16* mirror, const float* grads, float* m, float* v, size_t n,
+                const AdamWStep& s) {
   const double bias_correction1 = 1.0 - std::pow(s.beta1, double(s.step));
   const float bias_correction2_sqrt =
       static_cast<float>(std::sqrt(1.0 - std::pow(s.beta2, double(s.step))));
@@ -32,7 +32,8 @@ void adamw_loop(float* params, cpu::bf16* mirror, const float* grads, float* m, 
     const float v_i = v[i] * beta2 + g * g * one_minus_beta2;
     m[i] = m_i;
     v[i] = v_i;
-    const float p = params[i] * decay - step_size * m_i / (std::sqrt(v_i) / bias_correction2_sqrt + eps);
+    const float p =
+        params[i] * decay - step_size * m_i / (std::sqrt(v_i) / bias_correction2_sqrt + eps);
     params[i] = p;
     if constexpr (kMirror) mirror[i] = cpu::to_bf16(p);
   }
@@ -43,8 +44,8 @@ void adamw_loop(float* params, cpu::bf16* mirror, const float* grads, float* m, 
 void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                               const AdamWStep& step) {
   // An up-to-date bf16 mirror stays so; one out of date is refreshed whole at the next product.
-  const bool mirrored = !mirror_.stale && params >= mirror_.source &&
-                        params + n <= mirror_.source + mirror_.count;
+  const bool mirrored =
+      !mirror_.stale && params >= mirror_.source && params + n <= mirror_.source + mirror_.count;
   if (mirrored) {
     adamw_loop<true>(params, mirror_.values.data() + (params - mirror_.source), grads, m, v, n,
                      step);
