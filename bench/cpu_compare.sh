@@ -9,6 +9,8 @@
 # ROUNDS=3; STAT=ms_per_step (each run's median step), ms_per_step_min (its fastest step), or
 # cpu_ms_per_step (the median step's CPU time, all threads: with THREADS=1 on a machine shared with
 # other work, what the step costs on a core of its own). Needs ./build/folio.
+# FOLIO_BEFORE=path/to/an/older/folio also times that binary in every round, beside ./build/folio,
+# and prints a line per config with both and their ratio: a change measured side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads="${1:-$(nproc)}"
@@ -38,6 +40,11 @@ for config in "${configs[@]}"; do
       line=$($folio bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2 --dtype "$dtype" 2>/dev/null)
       runs[folio_$dtype]+=" $(echo "$line" | field "$stat")"
       rss[folio_$dtype]=$(echo "$line" | field peak_rss_mib)
+      if [ -n "${FOLIO_BEFORE:-}" ]; then
+        line=$("$FOLIO_BEFORE" bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2 --dtype "$dtype" 2>/dev/null)
+        runs[before_$dtype]+=" $(echo "$line" | field "$stat")"
+        rss[before_$dtype]=$(echo "$line" | field peak_rss_mib)
+      fi
     done
     line=$($peer --config "$config" --threads "$threads" --impl seed --steps "$steps" 2>/dev/null)
     runs[seed]+=" $(echo "$line" | field "$stat")"
@@ -63,6 +70,13 @@ cells = " | ".join(f"{ms:.1f}" for ms in best)
 print(f"| {config} | {cells} | {torch / folio:.2f}x (vs {which}) | {folio_rss:.0f} / {torch_rss:.0f} MiB |")
 print(f"<!-- {config} rounds (ms): " + "; ".join(c.strip() for c in cols) + " -->")
 PY
+  if [ -n "${FOLIO_BEFORE:-}" ]; then
+    for dtype in fp32 bf16; do
+      before=$(lowest ${runs[before_$dtype]}) after=$(lowest ${runs[folio_$dtype]})
+      echo "<!-- $config $dtype: before $before ms ${rss[before_$dtype]} MiB, after $after ms" \
+           "${rss[folio_$dtype]} MiB, before/after $(python3 -c "print(f'{$before/$after:.2f}')")x -->"
+    done
+  fi
   unset runs rss
 done
 echo

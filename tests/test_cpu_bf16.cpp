@@ -8,6 +8,7 @@
 // operand: below 1e-2, and above 1e-4, or the operands were never rounded).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,196 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
   EXPECT_LT(relative_error(download(d_dinp, dinp.size()), dinp), 1e-5);
   EXPECT_LT(relative_error(download(d_dweight, dweight.size()), dweight), 1e-5);
   EXPECT_LT(relative_error(download(d_dbias, dbias.size()), dbias_exact), 1e-6);
+}
+
+// The parameters' bf16 mirror (set_parameter_buffer): products read it instead of rounding the
+// weight each time, AdamW writes it as it writes the weights, and any other write makes it out of
+// date. Whatever happens to the weights, a product must give the same bits as a backend that
+// keeps no mirror and rounds the weight it is handed.
+TEST(CpuBf16, ParameterMirrorFollowsEveryWriteToTheWeights) {
+  std::unique_ptr<Backend> mirrored = make_backend("cpu", 0, BackendOptions{"bf16"});
+  std::unique_ptr<Backend> plain = make_backend("cpu", 0, BackendOptions{"bf16"});
+  const int N = 33, IC = 70, OC = 45, lead = 17;  // the weight sits inside the buffer
+  const size_t P = lead + static_cast<size_t>(OC) * IC + 9;
+  struct Side {
+    Backend& backend;
+    DeviceBuffer params, grads, m, v, inp, out;
+    Side(Backend& b, size_t P, size_t in, size_t out_n)
+        : backend(b),
+          params(b, P * 4),
+          grads(b, P * 4),
+          m(b, P * 4),
+          v(b, P * 4),
+          inp(b, in * 4),
+          out(b, out_n * 4) {}
+    void put(DeviceBuffer& to, const Floats& host) {
+      backend.copy_to_device(to.get(), host.data(), host.size() * sizeof(float));
+    }
+    Floats product(int N, int IC, int OC, int lead) {
+      backend.matmul_forward(out.as<float>(), inp.as<float>(), params.as<float>() + lead, nullptr,
+                             N, IC, OC);
+      Floats host(static_cast<size_t>(N) * OC);
+      backend.copy_to_host(host.data(), out.get(), host.size() * sizeof(float));
+      return host;
+    }
+  };
+  Side a(*mirrored, P, size_t(N) * IC, size_t(N) * OC),
+      b(*plain, P, size_t(N) * IC, size_t(N) * OC);
+  mirrored->set_parameter_buffer(a.params.as<float>(), P);  // `plain` keeps no mirror
+  for (Side* side : {&a, &b}) {
+    side->put(side->params, random_vector<float>(P, 11));
+    side->put(side->grads, random_vector<float>(P, 12, 0.5));
+    side->put(side->m, Floats(P, 0.0f));
+    side->put(side->v, Floats(P, 0.0f));
+    side->put(side->inp, random_vector<float>(size_t(N) * IC, 13));
+  }
+  auto same_bits = [&](const char* when) {
+    const Floats x = a.product(N, IC, OC, lead), y = b.product(N, IC, OC, lead);
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << when;
+    return x;
+  };
+  const Floats before = same_bits("first product");
+  // Two updates over two ranges (as with weight decay on the matrices only): the second splits
+  // the weight, so the mirror must be written part by part. A large learning rate moves every
+  // weight by more than bf16's resolution.
+  for (int step = 1; step <= 2; ++step) {
+    const AdamWStep update{0.05, 0.9, 0.999, 1e-8, 0.1, step};
+    const size_t split = step == 1 ? P : lead + 100;
+    for (Side* side : {&a, &b}) {
+      float* p = side->params.as<float>();
+      side->backend.adamw_update(p, side->grads.as<float>(), side->m.as<float>(),
+                                 side->v.as<float>(), split, update);
+      if (split < P)
+        side->backend.adamw_update(p + split, side->grads.as<float>() + split,
+                                   side->m.as<float>() + split, side->v.as<float>() + split,
+                                   P - split, update);
+    }
+    EXPECT_NE(same_bits("after AdamW"), before) << "the update did not reach the product";
+  }
+  for (Side* side : {&a, &b}) side->put(side->params, random_vector<float>(P, 14));
+  same_bits("after copy_to_device into the weights");
+  for (Side* side : {&a, &b}) side->backend.scale(side->params.as<float>() + lead + 5, 50, -3.0f);
+  same_bits("after scale() of part of the weights");
+}
+
+// The ops whose output a product reads next write its bf16 copy in the same pass (bf16_output in
+// backend/cpu): LayerNorm (alone and after a residual add), the nonlinearity (alone and after
+// the fc product), attention, and in the backward pass the nonlinearity's, the residual
+// branch's and attention's input gradients. A product reading such an output must give the same
+// bits as the same product reading a duplicate of it (made by copy_device, so that no op made its
+// copy): rounding before the product is the meaning, the writer's copy only saves a pass. A
+// copy serves the one product after its writer; a write between the two drops it.
+TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
+  std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
+  Backend& be = *backend;
+  const int B = 2, T = 37, H = 3, hs = 8, A = H * hs, C = 24, F = 4 * C, OC = 29;
+  const int N = B * T;
+  std::vector<DeviceBuffer> buffers;
+  auto buffer = [&](size_t n, uint32_t seed) {
+    buffers.emplace_back(be, n * sizeof(float));
+    const Floats host = random_vector<float>(n, seed);
+    be.copy_to_device(buffers.back().get(), host.data(), n * sizeof(float));
+    return buffers.back().as<float>();
+  };
+  auto download = [&](const float* x, size_t n) {
+    Floats host(n);
+    be.copy_to_host(host.data(), x, n * sizeof(float));
+    return host;
+  };
+  const size_t widest = size_t(N) * std::max(F, 3 * A);
+  float* duplicate = buffer(widest, 1);
+  float* y = buffer(size_t(N) * F, 2);
+  float* dinp = buffer(widest, 3);
+  float* dweight = buffer(size_t(F) * 3 * A, 4);
+  float* weight = buffer(size_t(3 * A) * F, 5);
+  // The product that reads x (N rows of width) as its input, or as the output gradient of a
+  // layer with input `inp` (N, C): its results, downloaded.
+  auto product_of_input = [&](const float* x, int width) {
+    be.matmul_forward(y, x, weight, nullptr, N, width, OC);
+    return download(y, size_t(N) * OC);
+  };
+  auto product_of_gradient = [&](const float* x, int width, const float* inp) {
+    be.fill_zero(dweight, size_t(width) * C * sizeof(float));
+    be.matmul_backward(dinp, dweight, nullptr, x, inp, weight, N, C, width);
+    Floats both = download(dinp, size_t(N) * C);
+    const Floats dw = download(dweight, size_t(width) * C);
+    both.insert(both.end(), dw.begin(), dw.end());
+    return both;
+  };
+  auto same_as_duplicate = [&](const char* op, const float* x, int width, auto product) {
+    const Floats got = product(x);  // right after the op that wrote x
+    be.copy_device(duplicate, x, size_t(N) * width * sizeof(float));
+    const Floats want = product(duplicate);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << op;
+  };
+  auto as_input = [&](int width) {
+    return [&, width](const float* x) { return product_of_input(x, width); };
+  };
+  float* ln_inp = buffer(size_t(N) * C, 6);
+  auto as_gradient = [&](int width) {
+    return [&, width](const float* x) { return product_of_gradient(x, width, ln_inp); };
+  };
+  DropoutSpec dropout = dropout_spec(0.25f, 7, 3, 1, DropoutSite::kAttentionWeights, 0);
+
+  float* ln_out = buffer(size_t(N) * C, 8);
+  float* mean = buffer(N, 9);
+  float* rstd = buffer(N, 10);
+  float* ln_weight = buffer(C, 11);
+  float* ln_bias = buffer(C, 12);
+  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C);
+  same_as_duplicate("layernorm_forward", ln_out, C, as_input(C));
+
+  float* residual = buffer(size_t(N) * C, 13);
+  float* branch = buffer(size_t(N) * C, 14);
+  float* residual_out = buffer(size_t(N) * C, 15);
+  be.dropout_add_layernorm_forward(residual_out, ln_out, mean, rstd, residual, branch, ln_weight,
+                                   ln_bias, B, size_t(T) * C, C, dropout);
+  same_as_duplicate("dropout_add_layernorm_forward", ln_out, C, as_input(C));
+
+  float* pre = buffer(size_t(N) * F, 16);
+  float* act = buffer(size_t(N) * F, 17);
+  float* fc_weight = buffer(size_t(F) * C, 18);
+  float* fc_bias = buffer(F, 19);
+  for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
+    be.matmul_activation_forward(pre, act, ln_inp, fc_weight, fc_bias, N, C, F, kind);
+    same_as_duplicate("matmul_activation_forward", act, F, as_input(F));
+    be.activation_forward(act, pre, size_t(N) * F, kind);
+    same_as_duplicate("activation_forward", act, F, as_input(F));
+    float* dact = buffer(size_t(N) * F, 20);
+    float* dpre = buffer(size_t(N) * F, 21);
+    be.activation_backward(dpre, dact, pre, size_t(N) * F, kind);
+    same_as_duplicate("activation_backward", dpre, F, as_gradient(F));
+  }
+
+  float* dln = buffer(size_t(N) * C, 22);
+  float* dresidual = buffer(size_t(N) * C, 23);
+  float* dbranch = buffer(size_t(N) * C, 24);
+  float* dln_weight = buffer(C, 25);
+  float* dln_bias = buffer(C, 26);
+  be.layernorm_dropout_add_backward(dresidual, dbranch, dln_weight, dln_bias, dln, residual_out,
+                                    ln_weight, mean, rstd, B, size_t(T) * C, C, dropout);
+  same_as_duplicate("layernorm_dropout_add_backward", dbranch, C, as_gradient(C));
+
+  float* qkv = buffer(size_t(N) * 3 * A, 27);
+  float* att = buffer(size_t(N) * A, 28);
+  float* lse = buffer(be.attention_saved_floats(B, T, H, hs), 29);
+  be.attention_forward(att, lse, qkv, B, T, H, hs, 0, dropout);
+  same_as_duplicate("attention_forward", att, A, as_input(A));
+  float* datt = buffer(size_t(N) * A, 30);
+  float* dqkv = buffer(size_t(N) * 3 * A, 31);
+  be.attention_backward(dqkv, datt, qkv, lse, B, T, H, hs, dropout);
+  same_as_duplicate("attention_backward", dqkv, 3 * A, as_gradient(3 * A));
+
+  // A write between the writer and the product: through the backend, and straight into memory
+  // (CPU memory is host memory) after the copy served its one product.
+  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C);
+  const Floats other = random_vector<float>(size_t(N) * C, 32);
+  be.copy_to_device(ln_out, other.data(), other.size() * sizeof(float));
+  same_as_duplicate("copy_to_device after layernorm_forward", ln_out, C, as_input(C));
+  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C);
+  product_of_input(ln_out, C);
+  ln_out[5] += 1.0f;
+  same_as_duplicate("a second product after layernorm_forward", ln_out, C, as_input(C));
 }
 
 TEST(CpuKernels, APickedVariantRunsOnThisCpuAndIsNamedInTheDescription) {

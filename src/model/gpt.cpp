@@ -301,6 +301,9 @@ void GPT::backward(float dloss) {
     const LayerActivations& block = act.layers[l];
     // x = x + ffwd(ln2(x)) (post_norm: x + ffwd(x) after x = ln2(x)): d_residual flows through
     // unchanged, d_branch into the branch
+    if (act.shared_fc_act && l + 1 < shape_.n_layer)  // the last layer's is still there
+      backend_.activation_forward(block.fc_act, block.fc, static_cast<size_t>(BT) * F,
+                                  shape_.activation);
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
                              w.fc2_weight, BT, F, C);
     backend_.activation_backward(act.d_fc, act.d_fc_act, block.fc, static_cast<size_t>(BT) * F,

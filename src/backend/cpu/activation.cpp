@@ -51,16 +51,35 @@ inline float activation_derivative(float x) {
   }
 }
 
+// out16 (and dinp16 below), unless null, gets the results rounded to bf16 in the same pass, for
+// the product that reads them next (bf16_output).
 template <Activation kKind>
-void activate_all(float* out, const float* inp, size_t n) {
+void activate_all(float* out, cpu::bf16* out16, const float* inp, size_t n) {
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+  if (out16) {
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) {
+      out[i] = activate<kKind>(inp[i]);
+      out16[i] = cpu::to_bf16(out[i]);
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
   for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = activate<kKind>(inp[i]);
 }
 
 template <Activation kKind>
-void activate_all_backward(float* dinp, const float* dout, const float* inp, size_t n) {
+void activate_all_backward(float* dinp, cpu::bf16* dinp16, const float* dout, const float* inp,
+                           size_t n) {
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+  if (dinp16) {
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) {
+      dinp[i] = dout[i] * activation_derivative<kKind>(inp[i]);
+      dinp16[i] = cpu::to_bf16(dinp[i]);
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
   for (std::ptrdiff_t i = 0; i < count; ++i)
     dinp[i] = dout[i] * activation_derivative<kKind>(inp[i]);
@@ -68,7 +87,8 @@ void activate_all_backward(float* dinp, const float* dout, const float* inp, siz
 
 // pre[i, :] += bias, out[i, :] = activation(pre[i, :]): one pass over the rows.
 template <Activation kKind>
-void add_bias_and_activate(float* pre, float* out, const float* bias, int N, int OC) {
+void add_bias_and_activate(float* pre, float* out, cpu::bf16* out16, const float* bias, int N,
+                           int OC) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     float* z = pre + static_cast<size_t>(i) * OC;
@@ -83,31 +103,38 @@ void add_bias_and_activate(float* pre, float* out, const float* bias, int N, int
 #pragma omp simd
       for (int o = 0; o < OC; ++o) y[o] = activate<kKind>(z[o]);
     }
+    if (out16) {
+      cpu::bf16* y16 = out16 + static_cast<size_t>(i) * OC;
+#pragma omp simd
+      for (int o = 0; o < OC; ++o) y16[o] = cpu::to_bf16(y[o]);
+    }
   }
 }
 
 }  // namespace
 
 void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind) {
+  cpu::bf16* out16 = bf16_output(kOperandA, out, n);
   switch (kind) {
     case Activation::kRelu:
-      return activate_all<Activation::kRelu>(out, inp, n);
+      return activate_all<Activation::kRelu>(out, out16, inp, n);
     case Activation::kGelu:
-      return activate_all<Activation::kGelu>(out, inp, n);
+      return activate_all<Activation::kGelu>(out, out16, inp, n);
     case Activation::kGeluTanh:
-      return activate_all<Activation::kGeluTanh>(out, inp, n);
+      return activate_all<Activation::kGeluTanh>(out, out16, inp, n);
   }
 }
 
 void CpuBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                                      Activation kind) {
+  cpu::bf16* dinp16 = bf16_output(kGradient, dinp, n);
   switch (kind) {
     case Activation::kRelu:
-      return activate_all_backward<Activation::kRelu>(dinp, dout, inp, n);
+      return activate_all_backward<Activation::kRelu>(dinp, dinp16, dout, inp, n);
     case Activation::kGelu:
-      return activate_all_backward<Activation::kGelu>(dinp, dout, inp, n);
+      return activate_all_backward<Activation::kGelu>(dinp, dinp16, dout, inp, n);
     case Activation::kGeluTanh:
-      return activate_all_backward<Activation::kGeluTanh>(dinp, dout, inp, n);
+      return activate_all_backward<Activation::kGeluTanh>(dinp, dinp16, dout, inp, n);
   }
 }
 
@@ -118,13 +145,14 @@ void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* 
                                            const float* weight, const float* bias, int N, int IC,
                                            int OC, Activation kind) {
   matmul_forward(pre, inp, weight, nullptr, N, IC, OC);
+  cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * OC);
   switch (kind) {
     case Activation::kRelu:
-      return add_bias_and_activate<Activation::kRelu>(pre, out, bias, N, OC);
+      return add_bias_and_activate<Activation::kRelu>(pre, out, out16, bias, N, OC);
     case Activation::kGelu:
-      return add_bias_and_activate<Activation::kGelu>(pre, out, bias, N, OC);
+      return add_bias_and_activate<Activation::kGelu>(pre, out, out16, bias, N, OC);
     case Activation::kGeluTanh:
-      return add_bias_and_activate<Activation::kGeluTanh>(pre, out, bias, N, OC);
+      return add_bias_and_activate<Activation::kGeluTanh>(pre, out, out16, bias, N, OC);
   }
 }
 

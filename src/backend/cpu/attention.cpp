@@ -56,6 +56,17 @@ void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout, int b,
                            (static_cast<uint64_t>(h) * T + i) * T, static_cast<size_t>(i) + 1);
 }
 
+// to[r * ld + c] = bf16 of from[r * ld + c] for rows [0, rows) and columns [0, cols): one head's
+// slice of a (rows, ld) tensor, rounded for the product that reads the tensor next.
+void round_rows(cpu::bf16* to, const float* from, int rows, int cols, int ld) {
+  for (int r = 0; r < rows; ++r) {
+    const float* x = from + static_cast<size_t>(r) * ld;
+    cpu::bf16* y = to + static_cast<size_t>(r) * ld;
+#pragma omp simd
+    for (int c = 0; c < cols; ++c) y[c] = cpu::to_bf16(x[c]);
+  }
+}
+
 }  // namespace
 
 void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H,
@@ -63,6 +74,8 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
+  // The projection after attention reads all of out: a copy only when all of it is written.
+  cpu::bf16* out16 = q_start == 0 ? bf16_output(kOperandA, out, size_t(B) * T * A) : nullptr;
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int pair = 0; pair < B * H; ++pair) {
@@ -90,6 +103,9 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
       }
       cpu::sgemm_serial(false, false, r1 - r0, hs, r1, 1.0f, strip, r1, v, ld_qkv, 0.0f,
                         o + static_cast<size_t>(r0) * A, A);
+      if (out16)
+        round_rows(out16 + (o - out) + static_cast<size_t>(r0) * A, o + static_cast<size_t>(r0) * A,
+                   r1 - r0, hs, A);
     }
   }
 }
@@ -100,6 +116,7 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
+  cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int pair = 0; pair < B * H; ++pair) {
@@ -167,6 +184,9 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
       cpu::sgemm_serial(true, false, r1, hs, rows, 1.0f, grad, r1, q_rows, ld_qkv, 1.0f, dk,
                         ld_qkv);
     }
+    if (dqkv16)  // the head's dq, dk and dv are final: round them for the qkv layer's products
+      for (const float* part : {dq, dk, dv})
+        round_rows(dqkv16 + (part - dqkv), part, T, hs, ld_qkv);
   }
 }
 

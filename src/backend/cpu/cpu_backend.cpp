@@ -59,15 +59,18 @@ void* CpuBackend::allocate(size_t bytes) {
 void CpuBackend::release(void* pointer) { std::free(pointer); }
 
 void CpuBackend::copy_to_device(void* device, const void* host, size_t bytes) {
+  wrote(device, bytes);
   if (bytes) std::memcpy(device, host, bytes);
 }
 void CpuBackend::copy_to_host(void* host, const void* device, size_t bytes) {
   if (bytes) std::memcpy(host, device, bytes);
 }
 void CpuBackend::copy_device(void* to, const void* from, size_t bytes) {
+  wrote(to, bytes);
   if (bytes) std::memcpy(to, from, bytes);
 }
 void CpuBackend::fill_zero(void* device, size_t bytes) {
+  wrote(device, bytes);
   if (bytes) std::memset(device, 0, bytes);
 }
 

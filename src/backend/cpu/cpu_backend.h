@@ -89,12 +89,30 @@ class CpuBackend final : public Backend {
   void sum_of_squares(float* result, const float* x, size_t n) override;
   void clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) override;
   void scale(float* x, size_t n, float factor) override;
+  // With bf16 products: keeps a bf16 copy of the parameters, which adamw_update writes in the
+  // same pass as the fp32 values (optimizer.cpp), so products never convert a weight again.
+  void set_parameter_buffer(const float* parameters, size_t count) override;
 
  private:
-  // The bf16 copies of a product's operands, rounded just before it (matmul.cpp): the input or
-  // activation, the weight, the output's gradient. Each grows on first use only.
+  // The bf16 copies of a product's operands (matmul.cpp): the input or activation, the weight,
+  // the output's gradient. Each grows on first use only. A product rounds its operand into its
+  // slot, unless the op that wrote the operand made the copy already in the same pass
+  // (bf16_output): then the slot names that tensor, and the next product that reads it uses the
+  // copy and forgets it.
   enum Bf16Operand { kOperandA, kOperandB, kGradient, kBf16Operands };
   const cpu::bf16* rounded_to_bf16(Bf16Operand slot, const float* x, size_t n);
+  // Where an op about to write the n floats at `out` writes their bf16 copy too, for the product
+  // that reads them next from `slot`; nullptr (write none) when products are fp32.
+  cpu::bf16* bf16_output(Bf16Operand slot, const float* out, size_t n);
+  // A weight's bf16 operand: from the parameters' mirror when it lies in the parameter buffer
+  // (refreshed first if out of date), else rounded into kOperandB.
+  const cpu::bf16* bf16_weight(const float* weight, size_t n);
+  // Called by the ops that write memory other than through adamw_update, the products and the
+  // copies: a write into the parameter buffer makes the mirror out of date, and a write into a
+  // tensor whose writer made its bf16 copy drops that copy. (The fp32 parameters stay the truth;
+  // writes that bypass the backend, such as a collective's broadcast, happen before the first
+  // product, while the mirror is still out of date from set_parameter_buffer.)
+  void wrote(const void* pointer, size_t bytes);
   // Per-thread scratch for attention (strips of query rows); grows on first use only.
   float* attention_scratch(int thread, size_t floats_per_thread);
   // `floats` zeroed floats for each thread, for per-thread partial sums.
@@ -106,6 +124,18 @@ class CpuBackend final : public Backend {
   int threads_;
   bool bf16_;
   std::array<std::vector<cpu::bf16>, kBf16Operands> bf16_operands_;
+  struct RoundedCopy {
+    const float* source = nullptr;  // the tensor whose copy the slot holds, made by its writer
+    size_t count = 0;
+  };
+  std::array<RoundedCopy, kBf16Operands> made_by_writer_;
+  struct ParameterMirror {
+    const float* source = nullptr;  // the model's flat fp32 parameters
+    size_t count = 0;
+    std::vector<cpu::bf16> values;  // to_bf16 of each, when not stale
+    bool stale = true;
+  };
+  ParameterMirror mirror_;
   std::vector<std::vector<float>> scratch_;
   std::vector<float> partials_;
   std::vector<double> sum_partials_;  // one per thread, for sum() and sum_of_squares()

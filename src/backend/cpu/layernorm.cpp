@@ -19,9 +19,10 @@ namespace folio {
 
 namespace {
 
-// y = (x - mean) * rstd * weight + bias over one row of C; returns mean and rstd.
-void normalize_row(float* y, float& mean, float& rstd, const float* x, const float* weight,
-                   const float* bias, int C) {
+// y = (x - mean) * rstd * weight + bias over one row of C; returns mean and rstd. y16, unless
+// null, gets y rounded to bf16 (for the product that reads y next).
+void normalize_row(float* y, cpu::bf16* y16, float& mean, float& rstd, const float* x,
+                   const float* weight, const float* bias, int C) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int c = 0; c < C; ++c) sum += x[c];
@@ -36,6 +37,10 @@ void normalize_row(float* y, float& mean, float& rstd, const float* x, const flo
   } else {
 #pragma omp simd
     for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c];
+  }
+  if (y16) {
+#pragma omp simd
+    for (int c = 0; c < C; ++c) y16[c] = cpu::to_bf16(y[c]);
   }
   mean = m;
   rstd = s;
@@ -53,9 +58,11 @@ void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout, int i,
 
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                    const float* weight, const float* bias, int N, int C) {
+  cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * C);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i)
-    normalize_row(out + static_cast<size_t>(i) * C, mean[i], rstd[i],
+    normalize_row(out + static_cast<size_t>(i) * C,
+                  out16 ? out16 + static_cast<size_t>(i) * C : nullptr, mean[i], rstd[i],
                   inp + static_cast<size_t>(i) * C, weight, bias, C);
 }
 
@@ -66,6 +73,7 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
                                                const DropoutSpec& dropout) {
   const int N = static_cast<int>(B * per_sample / C);
   const int rows_per_sample = static_cast<int>(per_sample / C);
+  cpu::bf16* ln_out16 = bf16_output(kOperandA, ln_out, static_cast<size_t>(N) * C);
 #pragma omp parallel
   {
     std::vector<float> multipliers(dropout.active() ? C : 0);
@@ -82,7 +90,8 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
 #pragma omp simd
         for (int c = 0; c < C; ++c) x[c] = residual[offset + c] + branch[offset + c];
       }
-      normalize_row(ln_out + offset, mean[i], rstd[i], x, weight, bias, C);
+      normalize_row(ln_out + offset, ln_out16 ? ln_out16 + offset : nullptr, mean[i], rstd[i], x,
+                    weight, bias, C);
     }
   }
 }
@@ -105,6 +114,8 @@ void CpuBackend::layernorm_dropout_add_backward(float* dinp, float* dbranch, flo
   const int rows_per_sample = static_cast<int>(per_sample / C);
   // Per-thread partial sums of dweight and dbias, side by side.
   float* partials = thread_partials(size_t(2) * C);
+  cpu::bf16* dbranch16 =
+      dbranch ? bf16_output(kGradient, dbranch, static_cast<size_t>(N) * C) : nullptr;
 #pragma omp parallel num_threads(threads_)
   {
     float* my_dweight = partials + size_t(2) * C * omp_get_thread_num();
@@ -140,6 +151,11 @@ void CpuBackend::layernorm_dropout_add_backward(float* dinp, float* dbranch, flo
         for (int c = 0; c < C; ++c) db[c] = dx[c] * multipliers[c];
       } else {
         std::copy_n(dx, C, db);
+      }
+      if (dbranch16) {
+        cpu::bf16* db16 = dbranch16 + offset;
+#pragma omp simd
+        for (int c = 0; c < C; ++c) db16[c] = cpu::to_bf16(db[c]);
       }
     }
   }

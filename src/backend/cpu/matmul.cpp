@@ -10,6 +10,15 @@
 
 namespace folio {
 
+namespace {
+
+void round_to_bf16(cpu::bf16* out, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) out[i] = cpu::to_bf16(x[i]);
+}
+
+}  // namespace
+
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
                                 const float* bias, int N, int IC, int OC) {
   if (bias) {
@@ -19,7 +28,8 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* weigh
   }
   if (bf16_) {
     const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
-    const cpu::bf16* weight16 = rounded_to_bf16(kOperandB, weight, static_cast<size_t>(OC) * IC);
+    const cpu::bf16* weight16 = bf16_weight(weight, static_cast<size_t>(OC) * IC);
+    wrote(out, static_cast<size_t>(N) * OC * sizeof(float));
     cpu::gemm_bf16(false, true, N, OC, IC, inp16, IC, weight16, IC, bias != nullptr, out, OC);
     return;
   }
@@ -31,8 +41,8 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
   if (bf16_) {
     const cpu::bf16* dout16 = rounded_to_bf16(kGradient, dout, static_cast<size_t>(N) * OC);
     if (dinp) {
-      const cpu::bf16* weight16 =
-          rounded_to_bf16(kOperandB, weight, static_cast<size_t>(OC) * IC);
+      wrote(dinp, static_cast<size_t>(N) * IC * sizeof(float));
+      const cpu::bf16* weight16 = bf16_weight(weight, static_cast<size_t>(OC) * IC);
       cpu::gemm_bf16(false, false, N, IC, OC, dout16, OC, weight16, IC, false, dinp, IC);
     }
     const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
@@ -59,11 +69,58 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
 
 const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, size_t n) {
   std::vector<cpu::bf16>& buffer = bf16_operands_[slot];
+  RoundedCopy& made = made_by_writer_[slot];
+  const bool ready = made.source == x && made.count == n;
+  made = RoundedCopy{};  // a copy serves one product: the tensor may change after it
+  if (ready) return buffer.data();
   if (buffer.size() < n) buffer.resize(n);
-  cpu::bf16* out = buffer.data();
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; ++i) out[i] = cpu::to_bf16(x[i]);
-  return out;
+  round_to_bf16(buffer.data(), x, n);
+  return buffer.data();
+}
+
+// Rounding an activation just before its product reads all of it again (4 bytes an element) to
+// write 2; the op that computes the activation has each value in a register and writes the copy
+// for 2 bytes alone. Products read about 23 (B*T, C) tensors' worth of operands per layer in a
+// training step, and all but the three inputs the weight gradients read again are made this way.
+cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n) {
+  if (!bf16_) return nullptr;
+  std::vector<cpu::bf16>& buffer = bf16_operands_[slot];
+  if (buffer.size() < n) buffer.resize(n);
+  made_by_writer_[slot] = RoundedCopy{out, n};
+  return buffer.data();
+}
+
+// The parameters' bf16 mirror. Rounding a weight before each of its products cost a pass over
+// every weight twice a step (forward and input gradient); adamw_update now writes the bf16 value
+// in the pass that writes the fp32 one, and other writes only mark the mirror out of date.
+void CpuBackend::set_parameter_buffer(const float* parameters, size_t count) {
+  if (!bf16_) return;
+  mirror_.source = parameters;
+  mirror_.count = count;
+  mirror_.values.assign(count, 0);
+  mirror_.stale = true;
+}
+
+void CpuBackend::wrote(const void* pointer, size_t bytes) {
+  const char* begin = static_cast<const char*>(pointer);
+  auto overlaps = [&](const float* source, size_t count) {
+    const char* from = reinterpret_cast<const char*>(source);
+    return source != nullptr && begin < from + count * sizeof(float) && from < begin + bytes;
+  };
+  if (overlaps(mirror_.source, mirror_.count)) mirror_.stale = true;
+  for (RoundedCopy& made : made_by_writer_)
+    if (overlaps(made.source, made.count)) made = RoundedCopy{};
+}
+
+const cpu::bf16* CpuBackend::bf16_weight(const float* weight, size_t n) {
+  if (mirror_.source == nullptr || weight < mirror_.source ||
+      weight + n > mirror_.source + mirror_.count)
+    return rounded_to_bf16(kOperandB, weight, n);
+  if (mirror_.stale) {
+    round_to_bf16(mirror_.values.data(), mirror_.source, mirror_.count);
+    mirror_.stale = false;
+  }
+  return mirror_.values.data() + (weight - mirror_.source);
 }
 
 }  // namespace folio

@@ -5,11 +5,16 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/vector_math.h"
 
 namespace folio {
 
-void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
-                              const AdamWStep& s) {
+namespace {
+
+// One AdamW update of n parameters; with kMirror also their bf16 copy, in the same pass.
+template <bool kMirror>
+void adamw_loop(float* params, cpu::bf16* mirror, const float* grads, float* m, float* v, size_t n,
+                const AdamWStep& s) {
   const double bias_correction1 = 1.0 - std::pow(s.beta1, double(s.step));
   const float bias_correction2_sqrt =
       static_cast<float>(std::sqrt(1.0 - std::pow(s.beta2, double(s.step))));
@@ -27,7 +32,26 @@ void CpuBackend::adamw_update(float* params, const float* grads, float* m, float
     const float v_i = v[i] * beta2 + g * g * one_minus_beta2;
     m[i] = m_i;
     v[i] = v_i;
-    params[i] = params[i] * decay - step_size * m_i / (std::sqrt(v_i) / bias_correction2_sqrt + eps);
+    const float p =
+        params[i] * decay - step_size * m_i / (std::sqrt(v_i) / bias_correction2_sqrt + eps);
+    params[i] = p;
+    if constexpr (kMirror) mirror[i] = cpu::to_bf16(p);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                              const AdamWStep& step) {
+  // An up-to-date bf16 mirror stays so; one out of date is refreshed whole at the next product.
+  const bool mirrored =
+      !mirror_.stale && params >= mirror_.source && params + n <= mirror_.source + mirror_.count;
+  if (mirrored) {
+    adamw_loop<true>(params, mirror_.values.data() + (params - mirror_.source), grads, m, v, n,
+                     step);
+  } else {
+    wrote(params, n * sizeof(float));
+    adamw_loop<false>(params, nullptr, grads, m, v, n, step);
   }
 }
 
@@ -65,6 +89,7 @@ void CpuBackend::clip_by_norm(float* x, size_t n, const float* squared_norm, flo
 }
 
 void CpuBackend::scale(float* x, size_t n, float factor) {
+  wrote(x, n * sizeof(float));
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
   for (std::ptrdiff_t i = 0; i < count; ++i) x[i] *= factor;
