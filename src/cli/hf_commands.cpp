@@ -8,6 +8,7 @@
 #include "data/text_dataset.h"
 #include "io/checkpoint.h"
 #include "io/hf_gpt2.h"
+#include "model/parameter_layout.h"
 #include "tokenizer/tokenizer.h"
 
 namespace folio {
@@ -73,7 +74,8 @@ int import_command(Arguments& arguments) {
   std::cout << "imported " << *dir << " as " << *out << ": GPT-2 with " << model.shape.n_layer
             << " layers, " << model.shape.n_head << " heads, n_embd " << model.shape.n_embd
             << ", block_size " << model.shape.block_size << ", " << model.shape.vocab_size
-            << " tokens, " << model.config.activation << ", " << count_text(model.parameters.size())
+            << " tokens, " << model.config.activation << ", "
+            << count_text(ParameterLayout(model.shape).saved_total())  // without vocabulary padding
             << " parameters; tokenizer: " << model.tokenizer->description() << "\n";
   return 0;
 }
