@@ -117,7 +117,9 @@ TEST(TokenizerInterface, StreamingDecodePrintsCharactersWhole) {
   for (int32_t id : ids) {
     const std::string piece = decoder.push(id);
     // Each piece is whole characters: it starts with no continuation byte and decodes alone.
-    if (!piece.empty()) EXPECT_NE(static_cast<unsigned char>(piece[0]) & 0xC0, 0x80) << printed;
+    if (!piece.empty()) {
+      EXPECT_NE(static_cast<unsigned char>(piece[0]) & 0xC0, 0x80) << printed;
+    }
     EXPECT_EQ(tokenizer.decode(tokenizer.encode(piece, "piece")), piece);
     printed += piece;
   }
