@@ -66,12 +66,9 @@ GPT::GPT(Backend& backend, const ModelShape& shape)
     : backend_(backend),
       shape_(shape),
       layout_(shape),
-      parameters_(backend, layout_.total() * sizeof(float)),
-      gradients_(backend, layout_.total() * sizeof(float)) {
+      parameters_(backend, layout_.total() * sizeof(float)) {
   weights_ = bind_tensors(layout_, shape_, parameters());
-  grads_ = bind_tensors(layout_, shape_, gradients());
   backend_.fill_zero(parameters(), layout_.total() * sizeof(float));
-  zero_gradients();
   backend_.set_parameter_buffer(parameters(), layout_.total());  // a GPU keeps a bf16 mirror
 }
 
@@ -156,6 +153,15 @@ std::vector<float> GPT::read_gradients() const {
   std::vector<float> host(layout_.total());
   backend_.copy_to_host(host.data(), gradients(), host.size() * sizeof(float));
   return host;
+}
+
+float* GPT::gradients() const {
+  if (gradients_.get() == nullptr) {
+    gradients_ = DeviceBuffer(backend_, layout_.total() * sizeof(float));
+    grads_ = bind_tensors(layout_, shape_, gradients_.as<float>());
+    backend_.fill_zero(gradients_.get(), layout_.total() * sizeof(float));
+  }
+  return gradients_.as<float>();
 }
 
 void GPT::zero_gradients() {
@@ -251,6 +257,7 @@ void GPT::backward(float dloss) {
   ActivationPlan& act = activations_;
   if (!act.with_gradients) throw Error("internal: plan(B, T, true) before training");
   if (!last_had_targets_) throw Error("internal: backward() needs a forward() with targets");
+  gradients();  // allocated at the first backward pass when nothing asked for them before
   const int B = last_B_, T = last_T_, BT = B * T;
   const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
   const int H = shape_.n_head, hs = shape_.head_size;

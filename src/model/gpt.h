@@ -49,7 +49,9 @@ class GPT {
 
   // ---- parameters (device memory, flat) -------------------------------------------------------
   float* parameters() const { return parameters_.as<float>(); }
-  float* gradients() const { return gradients_.as<float>(); }
+  // Allocated (and zeroed) at their first use: a model that only samples or evaluates has none,
+  // which halves its memory (gpt2-xl: 6.2 GB of gradients).
+  float* gradients() const;
   // kNormal: every Linear and Embedding weight N(0, init_std), biases 0, LayerNorm 1 and 0; with
   // scaled_residual_init, sa.proj and ffwd.net.2 weights N(0, init_std / sqrt(2 n_layer)).
   // kTorchDefault: what PyTorch's modules do when constructed (see InitKind). Deterministic in
@@ -88,8 +90,10 @@ class GPT {
   Backend& backend_;
   ModelShape shape_;
   ParameterLayout layout_;
-  DeviceBuffer parameters_, gradients_;
-  ModelTensors weights_, grads_;
+  DeviceBuffer parameters_;
+  mutable DeviceBuffer gradients_;  // see gradients()
+  ModelTensors weights_;
+  mutable ModelTensors grads_;
   ActivationPlan activations_;
   // The shape and dropout of the last forward, which backward() differentiates.
   int last_B_ = 0, last_T_ = 0;
