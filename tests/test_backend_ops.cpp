@@ -381,7 +381,10 @@ TEST_P(BackendOps, CrossEntropy) {
   }
 }
 
-TEST_P(BackendOps, AdamW) {
+// Three updates: unclipped, clipped to half the gradients' norm (the moments then hold half the
+// gradient), and with a bound above the norm (no change). Clipping is read, not written: the
+// gradients stay as they were.
+TEST_P(BackendOps, AdamWWithClipping) {
   const size_t n = 4099;
   Floats params = random_vector<float>(n, 28), m(n, 0.0f), v(n, 0.0f);
   auto d_params = upload(params), d_m = upload(m), d_v = upload(v);
@@ -389,18 +392,29 @@ TEST_P(BackendOps, AdamW) {
   for (int step = 1; step <= 3; ++step) {
     const Floats grads = random_vector<float>(n, 29 + step);
     auto d_grads = upload(grads);
-    const AdamWStep update{1e-2, 0.9, 0.99, 1e-8, 0.1, step};
+    float squared_norm = 0.0f;
+    for (float g : grads) squared_norm += g * g;
+    auto d_squared_norm = upload(Floats{squared_norm});
+    AdamWStep update{1e-2, 0.9, 0.99, 1e-8, 0.1, step};
+    AdamWStep reference_update = update;
+    if (step > 1) {
+      const float bound = std::sqrt(squared_norm) * (step == 2 ? 0.5f : 2.0f);
+      update.clip_squared_norm = d_squared_norm.as<float>();
+      reference_update.clip_squared_norm = &squared_norm;
+      update.clip_max_norm = reference_update.clip_max_norm = bound;
+    }
     backend_->adamw_update(d_params.as<float>(), d_grads.as<float>(), d_m.as<float>(),
                            d_v.as<float>(), n, update);
     reference::adamw_update(params_ref.data(), widen(grads).data(), m_ref.data(), v_ref.data(),
-                            n, update);
+                            n, reference_update);
+    EXPECT_EQ(download(d_grads, n), grads) << "step " << step << " wrote the gradients";
   }
   EXPECT_LT(relative_error(download(d_params, n), params_ref), kTolerance);
   EXPECT_LT(relative_error(download(d_m, n), m_ref), kTolerance);
   EXPECT_LT(relative_error(download(d_v, n), v_ref), kTolerance);
 }
 
-TEST_P(BackendOps, ReductionsAndClipping) {
+TEST_P(BackendOps, Reductions) {
   const size_t n = 100003;
   const Floats x = random_vector<float>(n, 40);
   auto d_x = upload(x), d_result = poisoned(1);
@@ -410,18 +424,10 @@ TEST_P(BackendOps, ReductionsAndClipping) {
   backend_->sum_of_squares(d_result.as<float>(), d_x.as<float>(), n);
   const double squares = reference::sum_of_squares(widen(x).data(), n);
   EXPECT_NEAR(download(d_result, 1)[0] / squares, 1.0, kTolerance);
-
-  // Clipping to half the norm halves every element; to twice the norm leaves them alone.
-  const float norm = static_cast<float>(std::sqrt(squares));
-  backend_->clip_by_norm(d_x.as<float>(), n, d_result.as<float>(), 2 * norm);
-  EXPECT_EQ(download(d_x, n), x);
-  backend_->clip_by_norm(d_x.as<float>(), n, d_result.as<float>(), norm / 2);
-  Doubles clipped = widen(x);
-  reference::clip_by_norm(clipped.data(), n, squares, double(norm / 2));
-  EXPECT_LT(relative_error(download(d_x, n), clipped), kTolerance);
   backend_->scale(d_x.as<float>(), n, 2.0f);
-  for (double& c : clipped) c *= 2;
-  EXPECT_LT(relative_error(download(d_x, n), clipped), kTolerance);
+  Doubles doubled = widen(x);
+  for (double& c : doubled) c *= 2;
+  EXPECT_LT(relative_error(download(d_x, n), doubled), kTolerance);
 }
 
 // The cuda rows are listed whether or not a GPU is there (ctest learns the tests' names once, at

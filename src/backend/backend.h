@@ -8,6 +8,7 @@
 // special. No op allocates: scratch memory a backend needs is sized when it is created.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "core/dropout_mask.h"
 #include "core/error.h"
+#include "core/host_device.h"
 
 namespace folio {
 
@@ -39,6 +41,18 @@ struct AdamWStep {
   double beta1, beta2, eps;
   double weight_decay;
   int64_t step;  // 1-based count of updates, for the bias corrections
+  // torch.nn.utils.clip_grad_norm_, folded into the update: with clip_squared_norm (one float of
+  // device memory, the gradients' squared global norm) every gradient is read times
+  // min(1, clip_max_norm / (norm + 1e-6)), the factor torch multiplies them by in place. The
+  // gradients themselves stay unclipped: one pass over them less. nullptr: no clipping.
+  const float* clip_squared_norm = nullptr;
+  float clip_max_norm = 0.0f;
+
+  // The factor, from the squared norm as read from clip_squared_norm; in fp32, as torch.
+  FOLIO_HOST_DEVICE float clip_coefficient(float squared_norm) const {
+    const float coefficient = clip_max_norm / (sqrtf(squared_norm) + 1e-6f);
+    return coefficient < 1.0f ? coefficient : 1.0f;
+  }
 };
 
 // How a backend computes (config keys dtype and tf32). The last two switches are rungs of
@@ -143,8 +157,6 @@ class Backend {
   virtual void sum(float* result, const float* x, size_t n) = 0;
   // *result = sum of x^2
   virtual void sum_of_squares(float* result, const float* x, size_t n) = 0;
-  // x *= min(1, max_norm / (sqrt(*squared_norm) + 1e-6)), as torch.nn.utils.clip_grad_norm_
-  virtual void clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) = 0;
   // x *= factor
   virtual void scale(float* x, size_t n, float factor) = 0;
 

@@ -112,10 +112,6 @@ void ProfilingBackend::sum(float* result, const float* x, size_t n) {
 void ProfilingBackend::sum_of_squares(float* result, const float* x, size_t n) {
   timed("loss and norms", 0, [&] { inner_->sum_of_squares(result, x, n); });
 }
-void ProfilingBackend::clip_by_norm(float* x, size_t n, const float* squared_norm,
-                                    float max_norm) {
-  timed("optimizer (clipping)", 0, [&] { inner_->clip_by_norm(x, n, squared_norm, max_norm); });
-}
 void ProfilingBackend::scale(float* x, size_t n, float factor) {
   timed("optimizer (clipping)", 0, [&] { inner_->scale(x, n, factor); });
 }

@@ -1,5 +1,5 @@
 // torch.optim.AdamW over the flat parameter buffer, with its two moments in flat buffers of the
-// same layout, and torch.nn.utils.clip_grad_norm_ before it. Weight decay applies to every
+// same layout, and torch.nn.utils.clip_grad_norm_ before it (folded into the update: AdamWStep). Weight decay applies to every
 // parameter (decay_params=all, torch's default) or to the 2-D tensors only (matrices, nanoGPT),
 // which the parameter layout keeps in one leading range.
 #pragma once
@@ -16,11 +16,10 @@ class AdamW {
  public:
   AdamW(GPT& model, const Config& config);
 
-  // Clips the gradients (when grad_clip > 0), then updates the parameters with `learning_rate`.
-  void step(double learning_rate);
-  // Global norm of the last step's gradients before clipping (waits for the device); -1 when
-  // clipping is off, since the norm is then not computed.
-  float last_gradient_norm() const;
+  // Updates the parameters with `learning_rate`, reading the gradients clipped (when
+  // grad_clip > 0) by their squared global norm `gradient_squared_norm`, one float of device
+  // memory that the caller has summed (TrainingStep does, once per step).
+  void step(double learning_rate, const float* gradient_squared_norm);
 
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }
@@ -30,9 +29,8 @@ class AdamW {
  private:
   GPT& model_;
   Config config_;
-  DeviceBuffer m_, v_, norm_;
+  DeviceBuffer m_, v_;
   int64_t steps_ = 0;
-  bool norm_valid_ = false;
 };
 
 }  // namespace folio

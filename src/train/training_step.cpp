@@ -46,6 +46,9 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
     if (measure_loss) loss += model_.mean_loss();
   }
   sum_gradients_over_ranks();
+  // Clipping reads the gradients' norm; it is summed once here, and first_non_finite reuses it.
+  norm_summed_ = false;
+  if (config_.grad_clip > 0) sum_squared_norm();
   if (!measure_loss) return std::numeric_limits<double>::quiet_NaN();
   double global_loss = loss / split_.grad_accum;
   communicator_.all_reduce_sum_host(&global_loss, 1);
@@ -56,12 +59,16 @@ void TrainingStep::sum_gradients_over_ranks() {
   communicator_.all_reduce_sum_device(model_.gradients(), model_.parameter_count());
 }
 
+void TrainingStep::sum_squared_norm() {
+  model_.backend().sum_of_squares(squared_norm_.as<float>(), model_.gradients(),
+                                  model_.parameter_count());
+  norm_summed_ = true;
+}
+
 std::string TrainingStep::first_non_finite(double loss) {
-  const size_t n = model_.parameter_count();
-  Backend& backend = model_.backend();
-  backend.sum_of_squares(squared_norm_.as<float>(), model_.gradients(), n);
+  if (!norm_summed_) sum_squared_norm();
   float squared_norm = 0.0f;
-  backend.copy_to_host(&squared_norm, squared_norm_.get(), sizeof(float));
+  model_.backend().copy_to_host(&squared_norm, squared_norm_.get(), sizeof(float));
   if (std::isfinite(squared_norm) && std::isfinite(loss)) return "";
   const std::vector<float> gradients = model_.read_gradients();
   for (const ParameterTensor& tensor : model_.layout().tensors())
@@ -71,7 +78,7 @@ std::string TrainingStep::first_non_finite(double loss) {
 }
 
 void TrainingStep::update(double learning_rate) {
-  optimizer_.step(learning_rate);
+  optimizer_.step(learning_rate, squared_norm_.as<float>());
 }
 
 void TrainingStep::record(uint32_t step, double learning_rate) {

@@ -65,6 +65,8 @@ class TrainingStep {
   // The one call that sums gradients over the ranks (the communicator knows where the backend's
   // memory is: NCCL on the GPU, Gloo or MPI on the host, staged copies without NCCL).
   void sum_gradients_over_ranks();
+  // squared_norm_ = the sum of the squared gradients (device memory).
+  void sum_squared_norm();
 
   GPT& model_;
   const Config config_;
@@ -72,7 +74,8 @@ class TrainingStep {
   const BatchSplit split_;
   AdamW optimizer_;
   std::vector<Batch> micro_batches_;
-  DeviceBuffer squared_norm_;
+  DeviceBuffer squared_norm_;  // the gradients' squared global norm, for clipping and checks
+  bool norm_summed_ = false;   // squared_norm_ holds this step's (summed over the ranks) norm
 };
 
 }  // namespace folio

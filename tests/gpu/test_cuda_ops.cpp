@@ -378,18 +378,31 @@ TEST_F(CudaOps, ParameterMirrorFollowsUploadsAndAdamW) {
 
 // ---- reductions over a whole gradient -----------------------------------------------------------
 
-TEST_F(CudaOps, SumOfSquaresAndClippingOverMillions) {
-  auto backend = cuda_backend("bf16");
+// The norm summed on the device, then read by AdamW as its clipping bound (half the norm).
+TEST_F(CudaOps, SumOfSquaresAndClippedAdamWOverMillions) {
+  auto backend = cuda_backend("fp32");
   const size_t n = 10788929;  // shakespeare_char's parameter count
   const Floats x = random_vector<float>(n, 30, 1e-3);
   auto d_x = to_device(*backend, x), d_result = to_device(*backend, Floats(1, NAN));
   backend->sum_of_squares(d_result.as<float>(), d_x.as<float>(), n);
   const double squares = reference::sum_of_squares(widened(x).data(), n);
-  EXPECT_NEAR(to_host(*backend, d_result, 1)[0] / squares, 1.0, 1e-6);
-  backend->clip_by_norm(d_x.as<float>(), n, d_result.as<float>(), 0.5f * std::sqrt(squares));
-  Doubles clipped = widened(x);
-  reference::clip_by_norm(clipped.data(), n, squares, 0.5 * std::sqrt(squares));
-  EXPECT_LT(relative_error(to_host(*backend, d_x, n), clipped), kFp32Tolerance);
+  const float device_squares = to_host(*backend, d_result, 1)[0];
+  EXPECT_NEAR(device_squares / squares, 1.0, 1e-6);
+
+  const Floats params = random_vector<float>(n, 31);
+  auto d_params = to_device(*backend, params);
+  auto d_m = to_device(*backend, Floats(n, 0.0f)), d_v = to_device(*backend, Floats(n, 0.0f));
+  AdamWStep update{1e-2, 0.9, 0.999, 1e-8, 0.1, 1};
+  update.clip_max_norm = 0.5f * std::sqrt(device_squares);
+  update.clip_squared_norm = d_result.as<float>();
+  backend->adamw_update(d_params.as<float>(), d_x.as<float>(), d_m.as<float>(), d_v.as<float>(),
+                        n, update);
+  Doubles params_ref = widened(params), m_ref(n, 0.0), v_ref(n, 0.0);
+  update.clip_squared_norm = &device_squares;
+  reference::adamw_update(params_ref.data(), widened(x).data(), m_ref.data(), v_ref.data(), n,
+                          update);
+  EXPECT_LT(relative_error(to_host(*backend, d_m, n), m_ref), kFp32Tolerance);
+  EXPECT_LT(relative_error(to_host(*backend, d_params, n), params_ref), kFp32Tolerance);
 }
 
 }  // namespace

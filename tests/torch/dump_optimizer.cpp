@@ -55,6 +55,7 @@ void dump_adamw(const Config& c, int steps, const std::string& out_dir) {
   model.plan(B, T, true);
   AdamW optimizer(model, c);
   const size_t n = model.parameter_count();
+  DeviceBuffer squared_norm(*backend, sizeof(float));  // what clipping reads
   std::vector<NamedTensor> out;
   add_named(out, "weights.0.", model, model.read_parameters());
   std::string learning_rates;
@@ -64,7 +65,8 @@ void dump_adamw(const Config& c, int steps, const std::string& out_dir) {
     model.forward(inputs.data(), targets.data(), B, T, DropoutContext{});
     model.backward(1.0f / (B * T));
     add_named(out, "grad." + k, model, model.read_gradients());
-    optimizer.step(learning_rate_at(c, step));
+    backend->sum_of_squares(squared_norm.as<float>(), model.gradients(), n);
+    optimizer.step(learning_rate_at(c, step), squared_norm.as<float>());
     learning_rates += (step ? "," : "") + shortest_double(learning_rate_at(c, step));
     add_named(out, "weights." + k, model, model.read_parameters());
     add_named(out, "exp_avg." + k, model, read_device(*backend, optimizer.first_moment(), n));

@@ -71,7 +71,20 @@ void CpuBackend::copy_device(void* to, const void* from, size_t bytes) {
 }
 void CpuBackend::fill_zero(void* device, size_t bytes) {
   wrote(device, bytes);
-  if (bytes) std::memset(device, 0, bytes);
+  // One core's stores do not fill the memory bandwidth: a large buffer (the gradients of a big
+  // model, zeroed every step) is cleared by every thread, each its own contiguous part.
+  constexpr size_t kParallelBytes = size_t(4) << 20;
+  if (bytes < kParallelBytes) {
+    if (bytes) std::memset(device, 0, bytes);
+    return;
+  }
+#pragma omp parallel num_threads(threads_)
+  {
+    const size_t part = static_cast<size_t>(omp_get_thread_num());
+    const size_t parts = static_cast<size_t>(omp_get_num_threads());
+    const size_t begin = bytes * part / parts, end = bytes * (part + 1) / parts;
+    std::memset(static_cast<char*>(device) + begin, 0, end - begin);
+  }
 }
 
 float* CpuBackend::attention_scratch(int thread, size_t floats_per_thread) {

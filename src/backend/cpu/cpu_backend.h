@@ -87,7 +87,6 @@ class CpuBackend final : public Backend {
                     const AdamWStep& step) override;
   void sum(float* result, const float* x, size_t n) override;
   void sum_of_squares(float* result, const float* x, size_t n) override;
-  void clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) override;
   void scale(float* x, size_t n, float factor) override;
   // With bf16 products: keeps a bf16 copy of the parameters, which adamw_update writes in the
   // same pass as the fp32 values (optimizer.cpp), so products never convert a weight again.

@@ -113,7 +113,6 @@ class CudaBackend final : public Backend {
                     const AdamWStep& step) override;
   void sum(float* result, const float* x, size_t n) override;
   void sum_of_squares(float* result, const float* x, size_t n) override;
-  void clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) override;
   void scale(float* x, size_t n, float factor) override;
 
   void dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean, float* rstd,

@@ -1,4 +1,4 @@
-// AdamW, reductions and clipping on the GPU (reference: backend/reference/optimizer.h).
+// AdamW (clipping folded in) and reductions on the GPU (reference: backend/reference/optimizer.h).
 //
 // adamw_update is one kernel over the whole flat parameter buffer (every tensor at once), and it
 // writes the parameters' bf16 mirror as it writes the parameters. While a step is recorded for
@@ -17,24 +17,27 @@ constexpr int kReductionBlocks = 256;  // fixed: the partial sums are then alway
 __global__ void adamw_kernel(float* params, cuda::bf16* mirror, const float* grads, float* m,
                              float* v, size_t n, AdamWStep step, const LiveStepValues* live) {
   // The coefficients as the CPU backend computes them: in double, then rounded to float.
-  __shared__ float coefficients[3];
+  __shared__ float coefficients[4];
   if (threadIdx.x == 0) {
     const double learning_rate = live ? live->learning_rate : step.learning_rate;
     const double t = static_cast<double>(live ? live->adamw_step : step.step);
     coefficients[0] = static_cast<float>(sqrt(1.0 - pow(step.beta2, t)));
     coefficients[1] = static_cast<float>(learning_rate / (1.0 - pow(step.beta1, t)));
     coefficients[2] = static_cast<float>(1.0 - learning_rate * step.weight_decay);
+    // Clipping, as the gradients are read (the norm was summed on the device before this).
+    coefficients[3] =
+        step.clip_squared_norm ? step.clip_coefficient(*step.clip_squared_norm) : 1.0f;
   }
   __syncthreads();
   const float bias_correction2_sqrt = coefficients[0], step_size = coefficients[1],
-              decay = coefficients[2];
+              decay = coefficients[2], clip = coefficients[3];
   const float beta1 = static_cast<float>(step.beta1), beta2 = static_cast<float>(step.beta2);
   const float one_minus_beta1 = static_cast<float>(1.0 - step.beta1);
   const float one_minus_beta2 = static_cast<float>(1.0 - step.beta2);
   const float eps = static_cast<float>(step.eps);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    const float g = grads[i];
+    const float g = grads[i] * clip;
     const float m_i = m[i] * beta1 + g * one_minus_beta1;
     const float v_i = v[i] * beta2 + g * g * one_minus_beta2;
     m[i] = m_i;
@@ -63,15 +66,6 @@ __global__ void finish_sum_kernel(float* result, const double* partials) {
   __shared__ double shared[cuda::kWarpSize];
   const double total = cuda::block_sum(partials[threadIdx.x], shared);
   if (threadIdx.x == 0) *result = static_cast<float>(total);
-}
-
-// x *= min(1, max_norm / (sqrt(squared_norm) + 1e-6)), the norm read on the device
-__global__ void clip_kernel(float* x, size_t n, const float* squared_norm, float max_norm) {
-  const float coefficient = max_norm / (sqrtf(*squared_norm) + 1e-6f);
-  if (coefficient >= 1.0f) return;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
-    x[i] *= coefficient;
 }
 
 __global__ void scale_kernel(float* x, size_t n, float factor) {
@@ -123,14 +117,6 @@ void CudaBackend::sum_of_squares(float* result, const float* x, size_t n) {
       result, x, n,
       static_cast<double*>(scratch(Scratch::kReduction, kReductionBlocks * sizeof(double))),
       stream_);
-}
-
-void CudaBackend::clip_by_norm(float* x, size_t n, const float* squared_norm, float max_norm) {
-  if (n == 0) return;
-  wrote(x, n * sizeof(float));
-  const unsigned blocks = std::min(cuda::blocks_for(n, cuda::kBlockThreads), 8u * sm_count_);
-  clip_kernel<<<blocks, cuda::kBlockThreads, 0, stream_>>>(x, n, squared_norm, max_norm);
-  check_launch("clip_by_norm");
 }
 
 void CudaBackend::scale(float* x, size_t n, float factor) {
