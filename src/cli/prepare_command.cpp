@@ -11,10 +11,10 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "data/text_tokens.h"
 #include "data/token_shards.h"
 #include "io/whole_file.h"
 #include "progress/task_progress.h"
-#include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer_files.h"
 
 namespace folio {
@@ -42,21 +42,6 @@ std::string read_corpus(const std::string& data) {
 
 // The byte offset of character int(n * fraction) of `text`, n its number of characters (an
 // invalid byte counts as one): where nanoGPT's prepare.py cuts train from val.
-size_t character_cut(std::string_view text, double fraction) {
-  // The length of the character (or invalid byte) at `i`.
-  const auto step = [&](size_t i) {
-    if (PreTokenizer::valid_utf8_prefix(text.substr(i, 4)) == 0) return size_t(1);
-    const unsigned char lead = text[i];
-    return size_t(lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4);
-  };
-  size_t characters = 0;
-  for (size_t i = 0; i < text.size(); i += step(i)) ++characters;
-  const size_t cut = size_t(double(characters) * fraction);
-  size_t i = 0;
-  for (size_t k = 0; k < cut && i < text.size(); ++k) i += step(i);
-  return i;
-}
-
 }  // namespace
 
 int prepare_command(Arguments& arguments) {
@@ -96,23 +81,15 @@ int prepare_command(Arguments& arguments) {
   const ByteLevelBpe tokenizer = load_tokenizer(*spec);
   const std::string corpus = read_corpus(*data);
   if (corpus.empty()) throw Error(*data + " is empty: prepare a text with some text in it");
-  const size_t cut = character_cut(corpus, 1 - val_fraction);
-  const std::string_view splits[2] = {std::string_view(corpus).substr(0, cut),
-                                      std::string_view(corpus).substr(cut)};
-
-  std::vector<uint32_t> ids[2];
+  TextTokens tokens;
   {
     TaskProgress progress("tokenising " + fs::path(*data).filename().string(),
                           double(corpus.size()), "bytes", StatusLine::standard_error());
-    for (int s = 0; s < 2; ++s)
-      for (std::string_view block : ByteLevelBpe::cut_for_threads(splits[s], size_t(16) << 20,
-                                                                  tokenizer.definition().pattern)) {
-        const std::vector<TokenId> block_ids = tokenizer.encode(block, true, threads);
-        ids[s].insert(ids[s].end(), block_ids.begin(), block_ids.end());
-        progress.advance(double(block.size()));
-      }
+    tokens = tokenize_text(corpus, tokenizer, 1 - val_fraction, threads,
+                           [&](size_t bytes_done) { progress.set_done(double(bytes_done)); });
     progress.finish();
   }
+  const std::vector<uint32_t> ids[2] = {std::move(tokens.train), std::move(tokens.val)};
   if (ids[0].empty() || ids[1].empty())
     throw Error("the " + std::string(ids[0].empty() ? "train" : "val") + " split of " + *data +
                 " has no tokens: give more text, or another --val_fraction");

@@ -218,7 +218,7 @@ int train_command(Arguments& arguments) {
     throw Error("the data in " + data_path + " differs from the data the resumed run trained on " +
                 "(identity " + data.identity().substr(0, 12) + "... vs " +
                 state->data_sha256.substr(0, 12) + "...): pass --data with the original " +
-                (data.text() ? "file" : "folder"));
+                (std::filesystem::is_directory(data_path) ? "folder" : "file"));
 
   BackendOptions backend_options;
   backend_options.dtype = config.dtype;

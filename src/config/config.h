@@ -37,7 +37,7 @@ struct Config {
 
   // ---- data --------------------------------------------------------------------------------
   std::string data;  // empty: data/tinyshakespeare/input.txt, fetched when absent
-  std::string tokenizer;  // for a folder of token files: gpt2|FILE|DIR; empty: DIR/tokenizer.json
+  std::string tokenizer;  // of --data: gpt2|FILE|DIR; empty: DIR/tokenizer.json, else a text's chars
   double train_fraction = 0.9;
 
   // ---- optimisation ------------------------------------------------------------------------

@@ -138,15 +138,16 @@ const std::vector<ConfigKey>& config_keys() {
        .scope = ConfigScope::kHost,
        .member = &Config::data,
        .help =
-           "UTF-8 text file to train on (its characters), or a folder of token files that folio "
-           "prepare wrote (train/val .bin or shards); empty: data/tinyshakespeare/input.txt, "
-           "downloaded when absent"},
+           "UTF-8 text file to train on (its characters, or its tokens under --tokenizer or the "
+           "model's BPE, tokenised as it loads), or a folder of token files that folio prepare "
+           "wrote (train/val .bin or shards); empty: data/tinyshakespeare/input.txt, downloaded "
+           "when absent"},
       {.name = "tokenizer",
        .group = "data",
        .scope = ConfigScope::kHost,
        .member = &Config::tokenizer,
-       .help = "the tokenizer of a --data folder of token files: gpt2, a tokenizer.json, or a "
-               "folder with one; empty: the folder's own tokenizer.json"},
+       .help = "the tokenizer of --data: gpt2, a tokenizer.json, or a folder with one; empty: a "
+               "folder's own tokenizer.json, a text's characters (or the model's tokenizer)"},
       {.name = "train_fraction",
        .group = "data",
        .scope = ConfigScope::kRecipe,

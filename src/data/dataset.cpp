@@ -1,10 +1,13 @@
 #include "data/dataset.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "io/whole_file.h"
 #include "tokenizer/byte_level_bpe.h"
 
 namespace folio {
@@ -78,6 +81,33 @@ Dataset load_token_folder(const std::string& dir, const std::string& spec, const
   return Dataset::from_token_files(dir, train, val, folder_tokenizer(dir, spec, model));
 }
 
+// The BPE tokenizer as part of a data identity: ranks that read the same ids through different
+// tokenizers disagree.
+std::string bpe_identity(const Tokenizer& tokenizer) {
+  const BpeDefinition& definition = tokenizer.bpe()->definition();
+  std::string tokenizer_text = definition.pattern;
+  for (const std::string& token : definition.tokens)
+    tokenizer_text += std::to_string(token.size()) + ":" + token;
+  for (const auto& [left, right] : definition.merges)
+    tokenizer_text += std::to_string(left) + " " + std::to_string(right) + "\n";
+  return "tokenizer " + sha256_hex(tokenizer_text) + "\n";
+}
+
+// The text file `path` encoded with the BPE `tokenizer`: reading is the first tenth of
+// `on_progress`, encoding the rest.
+Dataset load_text_tokens(const std::string& path, double train_fraction, Tokenizer tokenizer,
+                         const DataProgress& on_progress) {
+  const std::string text = read_whole_file(path, "check the path (--data FILE|DIR)");
+  if (text.empty()) throw Error(path + " is empty: train on a text with some text in it");
+  if (on_progress) on_progress(0.1);
+  TextTokens tokens = tokenize_text(text, *tokenizer.bpe(), train_fraction, omp_get_max_threads(),
+                                    [&](size_t done) {
+                                      if (on_progress) on_progress(0.1 + 0.9 * done / text.size());
+                                    });
+  return Dataset::from_text_tokens(path, sha256_hex(text), std::move(tokens),
+                                   std::move(tokenizer));
+}
+
 }  // namespace
 
 Dataset Dataset::from_text(TextDataset text) {
@@ -114,15 +144,26 @@ Dataset Dataset::from_token_files(const std::string& path,
   };
   dataset.train_ = open(train_files);
   dataset.val_ = open(val_files);
-  // The tokenizer too: ranks that read the same ids through different tokenizers disagree.
-  const BpeDefinition& definition = dataset.tokenizer_.bpe()->definition();
-  std::string tokenizer_text = definition.pattern;
-  for (const std::string& token : definition.tokens)
-    tokenizer_text += std::to_string(token.size()) + ":" + token;
-  for (const auto& [left, right] : definition.merges)
-    tokenizer_text += std::to_string(left) + " " + std::to_string(right) + "\n";
-  identity += "tokenizer " + sha256_hex(tokenizer_text) + "\n";
+  identity += bpe_identity(dataset.tokenizer_);
   dataset.identity_ = sha256_hex(identity);
+  return dataset;
+}
+
+Dataset Dataset::from_text_tokens(const std::string& path, const std::string& text_sha256,
+                                  TextTokens tokens, Tokenizer tokenizer) {
+  Dataset dataset;
+  dataset.path_ = path;
+  dataset.tokenizer_ = std::move(tokenizer);
+  dataset.identity_ = sha256_hex("folio text tokens\n" + text_sha256 + "\n" +
+                                 bpe_identity(dataset.tokenizer_));
+  auto ids = std::make_unique<std::vector<int32_t>>();
+  ids->reserve(tokens.train.size() + tokens.val.size());
+  for (const std::vector<uint32_t>* split : {&tokens.train, &tokens.val})
+    for (uint32_t id : *split) ids->push_back(static_cast<int32_t>(id));
+  const std::span<const int32_t> all(*ids);
+  dataset.train_ = all.first(tokens.train.size());
+  dataset.val_ = all.subspan(tokens.train.size());
+  dataset.text_ids_ = std::move(ids);
   return dataset;
 }
 
@@ -130,6 +171,8 @@ std::string Dataset::summary() const {
   if (text_)
     return std::to_string(text_->tokens.size()) + " characters, vocabulary " +
            std::to_string(tokenizer_.size());
+  if (text_ids_)
+    return std::to_string(text_ids_->size()) + " tokens of text, " + tokenizer_.description();
   return std::to_string(train_.size() + val_.size()) + " tokens in " +
          std::to_string(files_.size()) + " token files, " + tokenizer_.description();
 }
@@ -145,17 +188,15 @@ Dataset load_dataset(const std::string& path, double train_fraction,
                   " reads characters: pass --data with its text file");
     dataset = load_token_folder(path, tokenizer_spec, model);
   } else {
-    if (model != nullptr && !model->is_characters())
-      throw Error(model_name + " reads " + model->description() + " tokens, and " + path +
-                  " is not a folder of token files: tokenise the text once with folio prepare "
-                  "--data " +
-                  path + " --tokenizer TOKENIZER --out DIR and pass --data DIR");
-    if (!tokenizer_spec.empty())
-      throw Error("--tokenizer is for a folder of token files, and " + path +
-                  " is a text file (trained on its characters): run folio prepare --data " + path +
-                  " --tokenizer " + tokenizer_spec + " --out DIR and pass --data DIR");
-    dataset = Dataset::from_text(load_text_dataset(
-        path, train_fraction, model ? model->characters() : nullptr, on_progress));
+    if (!tokenizer_spec.empty()) {
+      dataset = load_text_tokens(path, train_fraction, Tokenizer::load(tokenizer_spec),
+                                 on_progress);
+    } else if (model != nullptr && !model->is_characters()) {
+      dataset = load_text_tokens(path, train_fraction, *model, on_progress);
+    } else {
+      dataset = Dataset::from_text(load_text_dataset(
+          path, train_fraction, model ? model->characters() : nullptr, on_progress));
+    }
   }
   if (model == nullptr) return dataset;
   if (const std::string difference = dataset.tokenizer().difference(*model); !difference.empty())

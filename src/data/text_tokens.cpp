@@ -1,0 +1,42 @@
+#include "data/text_tokens.h"
+
+#include "tokenizer/pretokenizer.h"
+
+namespace folio {
+
+size_t character_cut(std::string_view text, double fraction) {
+  // The length of the character (or invalid byte) at `i`.
+  const auto step = [&](size_t i) {
+    if (PreTokenizer::valid_utf8_prefix(text.substr(i, 4)) == 0) return size_t(1);
+    const unsigned char lead = text[i];
+    return size_t(lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4);
+  };
+  size_t characters = 0;
+  for (size_t i = 0; i < text.size(); i += step(i)) ++characters;
+  const size_t cut = size_t(double(characters) * fraction);
+  size_t i = 0;
+  for (size_t k = 0; k < cut && i < text.size(); ++k) i += step(i);
+  return i;
+}
+
+TextTokens tokenize_text(std::string_view text, const ByteLevelBpe& tokenizer,
+                         double train_fraction, int threads,
+                         const std::function<void(size_t bytes_done)>& on_bytes) {
+  const size_t cut = character_cut(text, train_fraction);
+  const std::string_view splits[2] = {text.substr(0, cut), text.substr(cut)};
+  TextTokens tokens;
+  std::vector<uint32_t>* ids[2] = {&tokens.train, &tokens.val};
+  size_t done = 0;
+  // Stretches of 16 MiB: each is shared out over the threads, and progress moves between them.
+  for (int s = 0; s < 2; ++s)
+    for (std::string_view block : ByteLevelBpe::cut_for_threads(splits[s], size_t(16) << 20,
+                                                                tokenizer.definition().pattern)) {
+      const std::vector<TokenId> block_ids = tokenizer.encode(block, true, threads);
+      ids[s]->insert(ids[s]->end(), block_ids.begin(), block_ids.end());
+      done += block.size();
+      if (on_bytes) on_bytes(done);
+    }
+  return tokens;
+}
+
+}  // namespace folio
