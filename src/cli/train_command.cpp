@@ -214,6 +214,15 @@ int train_command(Arguments& arguments) {
                  "nothing to learn: the model will predict it every time and the loss fall to 0; "
                  "train on a text with more than one character\n",
                  data_path.c_str());
+  // GPT-2's recipe (the gpt2 presets) pads a 50257-token vocabulary: on a text without
+  // --tokenizer it would quietly train GPT-2's model on the text's characters.
+  if (data.text() != nullptr && config.vocab_padding > 1 && !state && init_from.empty() &&
+      env.rank == 0)
+    std::fprintf(stderr,
+                 "folio: note: this config pads the vocabulary (vocab_padding = %d), as GPT-2's "
+                 "recipe does, and %s is trained on its %d characters; for GPT-2's tokens pass "
+                 "--tokenizer gpt2\n",
+                 config.vocab_padding, data_path.c_str(), data.tokenizer().size());
   if (state && data.identity() != state->data_sha256)
     throw Error("the data in " + data_path + " differs from the data the resumed run trained on " +
                 "(identity " + data.identity().substr(0, 12) + "... vs " +
