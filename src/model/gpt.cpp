@@ -149,6 +149,12 @@ void GPT::write_parameters(const std::vector<float>& host) {
   backend_.copy_to_device(parameters(), host.data(), host.size() * sizeof(float));
 }
 
+void GPT::write_parameters(size_t offset, const float* host, size_t count) {
+  if (offset > layout_.total() || count > layout_.total() - offset)
+    throw Error("internal: parameter range outside the model");
+  backend_.copy_to_device(parameters() + offset, host, count * sizeof(float));
+}
+
 std::vector<float> GPT::read_gradients() const {
   std::vector<float> host(layout_.total());
   backend_.copy_to_host(host.data(), gradients(), host.size() * sizeof(float));

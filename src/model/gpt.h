@@ -60,6 +60,8 @@ class GPT {
                   InitScheme scheme = InitScheme::kNormal);
   std::vector<float> read_parameters() const;
   void write_parameters(const std::vector<float>& host);
+  // `count` values at flat position `offset` (a checkpoint is written in pieces: ParameterSource).
+  void write_parameters(size_t offset, const float* host, size_t count);
   std::vector<float> read_gradients() const;
   void zero_gradients();
 
