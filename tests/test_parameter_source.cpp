@@ -189,5 +189,35 @@ TEST(ParameterSource, DamageFoundOnReadingTheFileNamesIt) {
       << message;
 }
 
+// A tied head is stored twice (as PyTorch's state_dict holds it): the copy must equal the
+// embedding, compared as the values are read.
+TEST(ParameterSource, ATiedHeadThatDiffersFromTheEmbeddingIsRefused) {
+  TempDir dir;
+  Config config;
+  config.n_layer = 1, config.n_head = 2, config.n_embd = 4, config.block_size = 4;
+  config.tie_weights = true;
+  const Vocabulary vocabulary = Vocabulary::from_text(U"abcdef");
+  auto backend = make_backend("cpu", 1);
+  GPT model(*backend, ModelShape::from_config(config, vocabulary.size()));
+  model.initialize(3, 0.02, false);
+  save_checkpoint(dir.file("tied.safetensors"), model, config, vocabulary, 1, 1, 1);
+  const SafetensorsFile file = SafetensorsFile::read(dir.file("tied.safetensors"));
+  std::vector<std::vector<float>> values;
+  std::vector<TensorToWrite> tensors;
+  for (const SafetensorsTensor& tensor : file.tensors()) values.push_back(file.to_float32(tensor));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (file.tensors()[i].name == "lm_head.weight") values[i].back() += 1.0f;
+    tensors.push_back({file.tensors()[i].name, file.tensors()[i].shape, values[i].data()});
+  }
+  write_safetensors(dir.file("untied.safetensors"), tensors, file.metadata());
+  const LoadedCheckpoint loaded =
+      load_checkpoint(dir.file("untied.safetensors"), Config{}, nullptr);
+  const std::string message = error_message([&] { loaded.parameters->read_all(); });
+  EXPECT_NE(message.find("lm_head.weight differs from token_embedding_table.weight, but the "
+                         "config ties them"),
+            std::string::npos)
+      << message;
+}
+
 }  // namespace
 }  // namespace folio
