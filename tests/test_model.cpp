@@ -318,7 +318,7 @@ TEST(Checkpoint, RoundTripsWeightsConfigAndVocabulary) {
   EXPECT_DOUBLE_EQ(loaded.val_loss, 2.75);
   EXPECT_EQ(loaded.tokenizer.characters()->symbols(), vocabulary.symbols());
   EXPECT_EQ(loaded.config.head_size, 10);
-  EXPECT_EQ(loaded.parameters, model.read_parameters());
+  EXPECT_EQ(loaded.parameters->read_all(), model.read_parameters());
   // The per-head names of the seed are in the file.
   const auto file = SafetensorsFile::read(dir.file("ckpt.safetensors"));
   EXPECT_NE(file.find("blocks.1.sa.heads.2.value.weight"), nullptr);
@@ -360,7 +360,7 @@ TEST(Checkpoint, Seed004NamesAreItsModules) {
   EXPECT_EQ(file.find("ln_f.weight"), nullptr);
   const LoadedCheckpoint loaded = load_checkpoint(dir.file("ckpt.safetensors"), Config{}, nullptr);
   EXPECT_EQ(loaded.config.block_order, "post_norm");
-  EXPECT_EQ(loaded.parameters, p);
+  EXPECT_EQ(loaded.parameters->read_all(), p);
   // `folio info` names the preset and the options.
   EXPECT_EQ(matching_preset(loaded.config), "seed004");
   const std::string summary = summary_text({loaded, ""});
@@ -394,7 +394,7 @@ TEST(Checkpoint, ForeignFilesNeedAVocabularyAndAMatchingStructure) {
   EXPECT_EQ(loaded.config.n_head, 3);
   EXPECT_EQ(loaded.config.head_size, 10);
   EXPECT_EQ(loaded.config.block_size, 16);
-  EXPECT_EQ(loaded.parameters, model.read_parameters());
+  EXPECT_EQ(loaded.parameters->read_all(), model.read_parameters());
   const Vocabulary other = Vocabulary::from_text(U"abc");
   EXPECT_NE(error_message([&] { load_checkpoint(dir.file("torch.safetensors"), Config{}, &other); })
                 .find("token embeddings, but the vocabulary has 3"),

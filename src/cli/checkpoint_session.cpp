@@ -27,42 +27,43 @@ std::string recorded_data_path(const LoadedCheckpoint& checkpoint) {
 CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std::string& data_path,
                                   const Config& base_config, bool needs_data) {
   CheckpointSession session;
-  {  // the file's bytes are released before the model takes its memory
-    const SafetensorsFile file = SafetensorsFile::read(checkpoint_path);
-    session.data_path = data_path;
-    if (is_folio_checkpoint(file)) {
-      // The checkpoint first: it has its own vocabulary, and the text is read (or fetched) only
-      // once the checkpoint is known to be good.
-      session.checkpoint = load_checkpoint(file, base_config, nullptr);
-      if (session.data_path.empty() && needs_data)
-        session.data_path = recorded_data_path(session.checkpoint);
-      if (!session.data_path.empty())
-        session.data = load_dataset(session.data_path, session.checkpoint.config.train_fraction,
-                                    base_config.tokenizer, &session.checkpoint.tokenizer,
-                                    "checkpoint " + checkpoint_path);
-    } else {
-      // A file from PyTorch carries no vocabulary: it comes from the text, fetched only for a
-      // file that looks like a model.
-      refuse_training_state(file);
-      if (session.data_path.empty() && needs_data) {
-        if (file.find("token_embedding_table.weight") == nullptr)
-          throw Error("checkpoint " + checkpoint_path +
-                      " has no folio metadata and no tensor "
-                      "token_embedding_table.weight: it is not a model folio can read");
-        session.data_path = resolve_data_path("");
-      }
-      if (!session.data_path.empty())
-        session.data =
-            Dataset::from_text(load_text_dataset(session.data_path, base_config.train_fraction));
-      session.checkpoint = load_checkpoint(
-          file, base_config, session.data ? session.data->tokenizer().characters() : nullptr);
+  session.data_path = data_path;
+  // The header only: the values go from the file straight into the model below.
+  const SafetensorsFile file = SafetensorsFile::read(checkpoint_path);
+  const bool written_by_folio = is_folio_checkpoint(file);
+  if (written_by_folio) {
+    // It has its own vocabulary: the text is read (or fetched) only once the model holds the
+    // checkpoint's values, all found finite.
+    session.checkpoint = load_checkpoint(file, base_config, nullptr);
+  } else {
+    // A file from PyTorch carries no vocabulary: it comes from the text, fetched only for a
+    // file that looks like a model.
+    refuse_training_state(file);
+    if (session.data_path.empty() && needs_data) {
+      if (file.find("token_embedding_table.weight") == nullptr)
+        throw Error("checkpoint " + checkpoint_path +
+                    " has no folio metadata and no tensor "
+                    "token_embedding_table.weight: it is not a model folio can read");
+      session.data_path = resolve_data_path("");
     }
+    if (!session.data_path.empty())
+      session.data =
+          Dataset::from_text(load_text_dataset(session.data_path, base_config.train_fraction));
+    session.checkpoint = load_checkpoint(
+        file, base_config, session.data ? session.data->tokenizer().characters() : nullptr);
   }
   session.backend =
       make_backend(base_config.device, base_config.threads, {base_config.dtype, base_config.tf32});
   session.model = std::make_unique<GPT>(*session.backend, session.checkpoint.shape);
-  session.model->write_parameters(session.checkpoint.parameters);
-  std::vector<float>().swap(session.checkpoint.parameters);  // the model holds them now
+  session.checkpoint.parameters->write_into(*session.model);
+  if (written_by_folio) {
+    if (session.data_path.empty() && needs_data)
+      session.data_path = recorded_data_path(session.checkpoint);
+    if (!session.data_path.empty())
+      session.data = load_dataset(session.data_path, session.checkpoint.config.train_fraction,
+                                  base_config.tokenizer, &session.checkpoint.tokenizer,
+                                  "checkpoint " + checkpoint_path);
+  }
   return session;
 }
 

@@ -100,12 +100,12 @@ int export_command(Arguments& arguments) {
   if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);
   const LoadedCheckpoint checkpoint =
       load_checkpoint(*checkpoint_path, base, data ? &data->vocabulary : nullptr);
+  const std::vector<float> parameters = checkpoint.parameters->read_all();  // the export needs them
   const std::string weights = (std::filesystem::path(*dir) / "model.safetensors").string();
   if (!force && std::filesystem::exists(weights))
     throw Error(weights + " exists: pass --force to replace it, or choose another --hf DIR");
   try {
-    write_hf_gpt2(*dir, checkpoint.config, checkpoint.shape, checkpoint.parameters,
-                  checkpoint.tokenizer);
+    write_hf_gpt2(*dir, checkpoint.config, checkpoint.shape, parameters, checkpoint.tokenizer);
   } catch (const Error& error) {
     throw Error("cannot export " + *checkpoint_path + " as GPT-2: " + error.what());
   }

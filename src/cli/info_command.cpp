@@ -41,6 +41,8 @@ int info_command(Arguments& arguments) {
   if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);
   const LoadedCheckpoint checkpoint =
       load_checkpoint(*path, base, data ? &data->vocabulary : nullptr);
+  // Every value is read and checked (finite, a tied head equal to the embedding), none kept.
+  checkpoint.parameters->write([](size_t, const float*, size_t) {});
   const CheckpointSummary summary{checkpoint, sha256_file_hex(*path)};
   if (as_json) std::cout << summary_json(summary).dump(2) << "\n";
   else std::cout << summary_text(summary);

@@ -167,10 +167,8 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
         "checkpoint " + path + " describes a model of " + std::to_string(layout.saved_total()) +
         " parameters, but its tensors hold at most " + std::to_string(loadable_values(file)) +
         " values: its config does not match its tensors (damaged?)");
-  result.parameters = from_seed_state_dict(result.shape, layout, file);
-  for (float value : result.parameters)
-    if (!std::isfinite(value))
-      throw Error("checkpoint " + path + " holds a non-finite parameter (NaN or Inf)");
+  result.parameters =
+      std::make_shared<FileParameters>(from_seed_state_dict(result.shape, layout, file));
   result.data_sha256 = file.data_sha256();
   return result;
 }

@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "data/vocabulary.h"
+#include "io/parameter_source.h"
 #include "model/model_shape.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,7 +29,9 @@ struct LoadedCheckpoint {
   Config config;
   Tokenizer tokenizer;
   ModelShape shape;
-  std::vector<float> parameters;  // flat, in the ParameterLayout of `shape`
+  // Flat, in the ParameterLayout of `shape`: read from the file when written into a model
+  // (GPT::write_parameters) or read_all(); the values are checked then.
+  std::shared_ptr<const ParameterSource> parameters;
   bool written_by_folio = false;
   int64_t step = -1;                      // -1: not recorded
   double train_loss = -1, val_loss = -1;  // -1: not recorded
@@ -48,6 +52,8 @@ void save_checkpoint(const std::string& path, const ModelShape& shape,
                      const std::vector<float>& parameters, const Config& config,
                      const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
 
+// Reads the file's header and checks everything it says (metadata, config, tensor names, shapes
+// and dtypes, checksums); the values stay in the file until `parameters` is written.
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then
 // `data_vocabulary` is required (nullptr is an error saying to pass --data): such files are
 // char models of the seed's structure.

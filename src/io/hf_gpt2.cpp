@@ -370,7 +370,7 @@ LoadedCheckpoint load_initial_weights(const std::string& path, const Config& bas
   checkpoint.config = model.config;
   checkpoint.tokenizer = *model.tokenizer;
   checkpoint.shape = model.shape;
-  checkpoint.parameters = std::move(model.parameters);
+  checkpoint.parameters = std::make_shared<HostParameters>(std::move(model.parameters));
   return checkpoint;
 }
 

@@ -1,13 +1,13 @@
 #include "io/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 
@@ -100,6 +100,54 @@ int write_all(int fd, const char* data, size_t size) {
 
 }  // namespace
 
+// See safetensors.h. read() returns the bytes read (fewer than `size` only at the end of the
+// file) or -1 with errno set.
+class SafetensorsBytes {
+ public:
+  virtual ~SafetensorsBytes() = default;
+  virtual ssize_t read(size_t offset, size_t size, char* out) const = 0;
+};
+
+namespace {
+
+// The file, read with pread rather than memory-mapped: the bytes land where the caller wants
+// them (for F32 the model's own memory) with no mapping whose pages count in the process's
+// resident memory until unmapped, and a file truncated under us is a short read to report, not
+// a SIGBUS.
+class FileBytes : public SafetensorsBytes {
+ public:
+  explicit FileBytes(int fd) : fd_(fd) {}
+  ~FileBytes() override { ::close(fd_); }
+  ssize_t read(size_t offset, size_t size, char* out) const override {
+    ssize_t got;
+    do got = ::pread(fd_, out, size, static_cast<off_t>(offset));
+    while (got < 0 && errno == EINTR);
+    return got;
+  }
+
+ private:
+  int fd_;
+};
+
+// A file's contents already in memory (parse: the fuzz tests, and files that are no regular
+// file, such as a pipe).
+class MemoryBytes : public SafetensorsBytes {
+ public:
+  explicit MemoryBytes(std::string bytes) : bytes_(std::move(bytes)) {}
+  ssize_t read(size_t offset, size_t size, char* out) const override {
+    if (offset >= bytes_.size()) return 0;
+    const size_t n = std::min(size, bytes_.size() - offset);
+    std::memcpy(out, bytes_.data() + offset, n);
+    return static_cast<ssize_t>(n);
+  }
+  size_t size() const { return bytes_.size(); }
+
+ private:
+  std::string bytes_;
+};
+
+}  // namespace
+
 size_t SafetensorsTensor::element_count() const {
   size_t count = 1;
   for (int64_t d : shape) count *= static_cast<size_t>(d);
@@ -114,29 +162,48 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   if (std::filesystem::is_directory(path, error))
     throw Error("checkpoint " + path + " is a directory: pass --ckpt with the ckpt.safetensors "
                 "file inside it");
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw Error("cannot open checkpoint " + path + ": check its permissions");
-  std::string bytes(std::istreambuf_iterator<char>(file), {});
-  if (file.bad()) throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open checkpoint " + path + ": check its permissions");
+  auto file = std::make_shared<FileBytes>(fd);
+  struct stat status;
+  if (::fstat(fd, &status) != 0)
+    throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
+  if (S_ISREG(status.st_mode)) return open(file, static_cast<size_t>(status.st_size), path);
+  // A pipe or a device has no size to read at: take its bytes as they come.
+  std::string bytes;
+  std::vector<char> chunk(1 << 16);
+  ssize_t got;
+  while ((got = ::read(fd, chunk.data(), chunk.size())) > 0 || (got < 0 && errno == EINTR))
+    if (got > 0) bytes.append(chunk.data(), static_cast<size_t>(got));
+  if (got < 0) throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
   return parse(std::move(bytes), path);
 }
 
-SafetensorsFile SafetensorsFile::parse(std::string bytes_in, const std::string& path) {
+SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& path) {
+  auto memory = std::make_shared<MemoryBytes>(std::move(bytes));
+  const size_t size = memory->size();
+  return open(std::move(memory), size, path);
+}
+
+SafetensorsFile SafetensorsFile::open(std::shared_ptr<const SafetensorsBytes> bytes,
+                                      size_t file_size, const std::string& path) {
   SafetensorsFile result;
   result.path_ = path;
-  result.bytes_ = std::move(bytes_in);
-  const std::string& bytes = result.bytes_;
-  result.file_size_ = bytes.size();
-  if (bytes.size() < 8) corrupt(path, "it is shorter than the 8-byte header length (truncated?)");
+  result.bytes_ = std::move(bytes);
+  result.file_size_ = file_size;
+  if (file_size < 8) corrupt(path, "it is shorter than the 8-byte header length (truncated?)");
+  char length[8];
+  result.read_bytes(0, 8, length);
   uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(bytes[i]);
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(length[i]);
   if (header_size > kMaxHeaderBytes)
     corrupt(path, "its header claims " + std::to_string(header_size) + " bytes (limit 100 MiB)");
-  if (header_size > bytes.size() - 8)
+  if (header_size > file_size - 8)
     corrupt(path, "its header runs past the end of the file (truncated?)");
   result.data_start_ = 8 + static_cast<size_t>(header_size);
-  const size_t data_size = bytes.size() - result.data_start_;
-  const std::string_view header_text = std::string_view(bytes).substr(8, header_size);
+  const size_t data_size = file_size - result.data_start_;
+  std::string header_text(static_cast<size_t>(header_size), '\0');
+  result.read_bytes(8, header_text.size(), header_text.data());
 
   nlohmann::json header;
   try {
@@ -230,39 +297,83 @@ const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::vector<float> SafetensorsFile::to_float32(const SafetensorsTensor& tensor) const {
-  const char* data = bytes_.data() + data_start_ + tensor.begin;
-  const size_t count = tensor.element_count();
-  std::vector<float> values(count);
-  if (tensor.dtype == "F32") {
-    // An empty tensor has no buffer: memcpy with a null pointer is undefined even for 0 bytes.
-    if (count > 0) std::memcpy(values.data(), data, count * 4);
-  } else if (tensor.dtype == "F64") {
-    for (size_t i = 0; i < count; ++i) {
-      double d;
-      std::memcpy(&d, data + 8 * i, 8);
-      values[i] = static_cast<float>(d);
-    }
-  } else if (tensor.dtype == "BF16" || tensor.dtype == "F16") {
-    for (size_t i = 0; i < count; ++i) {
+void SafetensorsFile::read_bytes(size_t offset, size_t size, char* out) const {
+  while (size > 0) {
+    const ssize_t got = bytes_->read(offset, size, out);
+    if (got < 0)
+      throw Error("cannot read checkpoint " + path_ + ": an I/O error occurred (" +
+                  std::strerror(errno) + ")");
+    if (got == 0) corrupt(path_, "it ended while being read (truncated since it was opened?)");
+    offset += static_cast<size_t>(got);
+    out += got;
+    size -= static_cast<size_t>(got);
+  }
+}
+
+void SafetensorsFile::require_float(const SafetensorsTensor& tensor) const {
+  const std::string& dtype = tensor.dtype;
+  if (dtype != "F32" && dtype != "F64" && dtype != "F16" && dtype != "BF16")
+    throw Error("checkpoint " + path_ + ": tensor " + tensor.name + " has dtype " + dtype +
+                ", but parameters must be floating point (F32, F64, F16 or BF16)");
+}
+
+void SafetensorsFile::read_float32(const SafetensorsTensor& tensor, size_t first, size_t count,
+                                   float* out) const {
+  require_float(tensor);
+  const std::string& dtype = tensor.dtype;
+  if (first > tensor.element_count() || count > tensor.element_count() - first)
+    throw Error("internal: reading past the end of tensor " + tensor.name);
+  const size_t element_size = dtype_size(dtype);
+  const size_t offset = data_start_ + tensor.begin + first * element_size;
+  if (dtype == "F32") {  // straight into `out`: no copy of the bytes in between
+    read_bytes(offset, count * 4, reinterpret_cast<char*>(out));
+    return;
+  }
+  // The other dtypes go through a buffer of at most kChunkBytes, converted a chunk at a time.
+  const size_t per_chunk = kChunkBytes / element_size;
+  std::vector<char> raw(std::min(count, per_chunk) * element_size);
+  for (size_t done = 0; done < count;) {
+    const size_t n = std::min(count - done, per_chunk);
+    read_bytes(offset + done * element_size, n * element_size, raw.data());
+    float* values = out + done;
+    for (size_t i = 0; i < n; ++i) {
+      if (dtype == "F64") {
+        double d;
+        std::memcpy(&d, raw.data() + 8 * i, 8);
+        values[i] = static_cast<float>(d);
+        continue;
+      }
       uint16_t h;
-      std::memcpy(&h, data + 2 * i, 2);
-      if (tensor.dtype == "BF16") {
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      if (dtype == "BF16") {
         const uint32_t bits = static_cast<uint32_t>(h) << 16;
         std::memcpy(&values[i], &bits, 4);
       } else {
         values[i] = half_to_float(h);
       }
     }
-  } else {
-    throw Error("checkpoint " + path_ + ": tensor " + tensor.name + " has dtype " + tensor.dtype +
-                ", but parameters must be floating point (F32, F64, F16 or BF16)");
+    done += n;
   }
+}
+
+std::vector<float> SafetensorsFile::to_float32(const SafetensorsTensor& tensor) const {
+  std::vector<float> values(tensor.element_count());
+  read_float32(tensor, 0, values.size(), values.data());
   return values;
 }
 
 std::string SafetensorsFile::data_sha256() const {
-  return sha256_hex(std::string_view(bytes_).substr(data_start_));
+  if (!data_sha256_.empty()) return data_sha256_;
+  Sha256 hash;
+  std::vector<char> chunk(std::min(kChunkBytes, file_size_ - data_start_));
+  for (size_t offset = data_start_; offset < file_size_;) {
+    const size_t n = std::min(chunk.size(), file_size_ - offset);
+    read_bytes(offset, n, chunk.data());
+    hash.update(chunk.data(), n);
+    offset += n;
+  }
+  data_sha256_ = hash.hex_digest();
+  return data_sha256_;
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,8 +30,22 @@ struct SafetensorsTensor {
   size_t element_count() const;
 };
 
+// Where a SafetensorsFile's bytes come from: the file itself, read on demand (pread), or a
+// buffer in memory (parse). Defined in safetensors.cpp.
+class SafetensorsBytes;
+
+// A checked safetensors file. Only the header is held in memory: tensor values are read from the
+// file when asked for, in chunks of bounded size, so a 6 GB checkpoint costs its header plus a
+// few MiB to open, and its values go straight to where they are wanted (the model's memory).
+// The file stays open while any copy of this object lives; copies share it.
 class SafetensorsFile {
  public:
+  // The most values read_float32 converts through its buffer at a time, and the bytes each
+  // pread asks for: 4 MiB, large enough to read at the disk's speed, small beside any model.
+  static constexpr size_t kChunkBytes = size_t(4) << 20;
+
+  // Opens and checks the file: the header, and the data checksum folio's writer stores (read
+  // through once, in chunks).
   static SafetensorsFile read(const std::string& path);
   // Checks `bytes` as the contents of a safetensors file; `path` only names it in errors.
   static SafetensorsFile parse(std::string bytes, const std::string& path);
@@ -39,22 +54,33 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   const SafetensorsTensor* find(const std::string& name) const;
-  // The tensor's values as fp32 (F32 as is; F64, F16 and BF16 converted).
+  // Throws unless the tensor holds floating point values (F32, F64, F16 or BF16).
+  void require_float(const SafetensorsTensor& tensor) const;
+  // Elements [first, first + count) of the tensor as fp32 into `out` (F32 as is; F64, F16 and
+  // BF16 converted), read from the file in chunks of at most kChunkBytes.
+  void read_float32(const SafetensorsTensor& tensor, size_t first, size_t count, float* out) const;
+  // The whole tensor as fp32 (for tensors that are wanted in memory anyway).
   std::vector<float> to_float32(const SafetensorsTensor& tensor) const;
-  // SHA-256 of the data section, as stored by folio in the "data_sha256" metadata entry.
+  // SHA-256 of the data section, as stored by folio in the "data_sha256" metadata entry; reads
+  // the section through in chunks the first time (opening a file that stores it does).
   std::string data_sha256() const;
   size_t file_size() const { return file_size_; }
 
  private:
+  static SafetensorsFile open(std::shared_ptr<const SafetensorsBytes> bytes, size_t file_size,
+                              const std::string& path);
   // Verifies the header and data checksums that folio's writer stores, where present.
   void check_checksums(std::string_view header_text) const;
+  // `size` bytes of the file from `offset`; a short read is an error naming the file.
+  void read_bytes(size_t offset, size_t size, char* out) const;
 
   std::string path_;
-  std::string bytes_;  // the whole file
+  std::shared_ptr<const SafetensorsBytes> bytes_;
   size_t data_start_ = 0, file_size_ = 0;
   std::map<std::string, std::string> metadata_;
   std::vector<SafetensorsTensor> tensors_;
   std::map<std::string, size_t> index_;  // name -> position in tensors_
+  mutable std::string data_sha256_;      // once computed
 };
 
 struct TensorToWrite {

@@ -116,11 +116,12 @@ std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
   return out;
 }
 
-std::vector<float> from_seed_state_dict(const ModelShape& shape, const ParameterLayout& layout,
-                                        const SafetensorsFile& file) {
+FileParameters from_seed_state_dict(const ModelShape& shape, const ParameterLayout& layout,
+                                    const SafetensorsFile& file) {
   const int A = shape.attention_width(), hs = shape.head_size;
   std::set<std::string> used;
-  auto read = [&](const std::string& name, const std::vector<int64_t>& expected) {
+  auto find = [&](const std::string& name,
+                  const std::vector<int64_t>& expected) -> const SafetensorsTensor& {
     const SafetensorsTensor* tensor = file.find(name);
     if (tensor == nullptr)
       throw Error("checkpoint " + file.path() + " lacks tensor " + name +
@@ -129,40 +130,37 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
     if (tensor->shape != expected)
       throw Error("checkpoint " + file.path() + ": tensor " + name + " has shape " +
                   shape_text(tensor->shape) + ", but the config needs " + shape_text(expected));
+    file.require_float(*tensor);
     used.insert(name);
-    return file.to_float32(*tensor);
+    return *tensor;
   };
 
-  std::vector<float> flat(layout.total());
+  std::vector<FileParameters::Placement> placements;
   for (const ParameterTensor& tensor : layout.tensors()) {
-    float* values = flat.data() + tensor.offset;
     int layer;
     std::string kind;
     if (is_qkv(tensor, layer, kind)) {
       const size_t width = tensor.size / (3 * static_cast<size_t>(A));  // C, or 1 for the bias
       for (int which = 0; which < 3; ++which)
-        for (int h = 0; h < shape.n_head; ++h) {
-          const std::vector<float> rows =
-              read(torch_head_name(shape, layer, h, which, kind), head_shape(tensor, hs));
-          std::copy(rows.begin(), rows.end(),
-                    values + (static_cast<size_t>(which) * A + h * hs) * width);
-        }
+        for (int h = 0; h < shape.n_head; ++h)
+          placements.push_back(
+              {find(torch_head_name(shape, layer, h, which, kind), head_shape(tensor, hs)),
+               tensor.offset + (static_cast<size_t>(which) * A + h * hs) * width});
       continue;
     }
     const std::vector<int> saved = tensor.saved_shape();  // padded rows stay zero
-    const std::vector<float> data =
-        read(torch_name(shape, tensor.name), std::vector<int64_t>(saved.begin(), saved.end()));
-    std::copy(data.begin(), data.end(), values);
+    placements.push_back(
+        {find(torch_name(shape, tensor.name), std::vector<int64_t>(saved.begin(), saved.end())),
+         tensor.offset});
   }
+  std::vector<FileParameters::Duplicate> duplicates;
   const std::string lm_head = torch_name(shape, "lm_head.weight");
   if (shape.tie_weights && file.find(lm_head) != nullptr) {
     // A tied PyTorch model's state_dict holds the shared tensor under both names.
-    const ParameterTensor& embedding = layout.at("token_embedding_table.weight");
-    const std::vector<float> head = read(lm_head, {shape.vocab_size, shape.n_embd});
-    if (!std::equal(head.begin(), head.end(), flat.begin() + embedding.offset))
-      throw Error("checkpoint " + file.path() + ": " + lm_head + " differs from " +
-                  torch_name(shape, "token_embedding_table.weight") +
-                  ", but the config ties them; pass --tie_weights=false");
+    const std::string embedding = torch_name(shape, "token_embedding_table.weight");
+    duplicates.push_back({find(lm_head, {shape.vocab_size, shape.n_embd}), *file.find(embedding),
+                          "checkpoint " + file.path() + ": " + lm_head + " differs from " +
+                              embedding + ", but the config ties them; pass --tie_weights=false"});
   }
   for (const SafetensorsTensor& tensor : file.tensors()) {
     const std::string& name = tensor.name;
@@ -172,7 +170,7 @@ std::vector<float> from_seed_state_dict(const ModelShape& shape, const Parameter
                   ", which this model does not have: its structure differs from the config "
                   "(n_layer, bias, qkv_bias, tie_weights, torch_names?)");
   }
-  return flat;
+  return FileParameters(file, layout.total(), std::move(placements), std::move(duplicates));
 }
 
 }  // namespace folio

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "io/parameter_source.h"
 #include "io/safetensors.h"
 #include "model/model_shape.h"
 #include "model/parameter_layout.h"
@@ -41,10 +42,12 @@ std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
                                             const ParameterLayout& layout,
                                             const std::vector<float>& flat);
 
-// The flat parameters from a file whose tensors carry the seed's names. Every tensor the shape
-// needs must be there with the right shape; the seed's `tril` mask buffers are ignored; any other
-// tensor is an error (it means the file's structure differs from the config).
-std::vector<float> from_seed_state_dict(const ModelShape& shape, const ParameterLayout& layout,
-                                        const SafetensorsFile& file);
+// The flat parameters from a file whose tensors carry the seed's names, as a source that reads
+// them when written into a model. Every tensor the shape needs must be there with the right shape
+// and a floating point dtype; the seed's `tril` mask buffers are ignored; any other tensor is an
+// error (it means the file's structure differs from the config). All of that is checked here,
+// from the header; the values (finite, a tied head equal to the embedding) as they are written.
+FileParameters from_seed_state_dict(const ModelShape& shape, const ParameterLayout& layout,
+                                    const SafetensorsFile& file);
 
 }  // namespace folio

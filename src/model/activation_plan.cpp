@@ -30,11 +30,18 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.targets = c.take<int32_t>(BT);
   p.embedded = c.take<float>(BT * C);
   p.layers.resize(s.n_layer);
-  for (LayerActivations& l : p.layers) {
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    LayerActivations& l = p.layers[i];
+    l.qkv = c.take<float>(BT * 3 * A);  // each layer's own: the key/value cache of generation
+    if (!p.with_gradients && i > 0) {   // inference: the rest is layer 0's (see activation_plan.h)
+      float* qkv = l.qkv;
+      l = p.layers[0];
+      l.qkv = qkv;
+      continue;
+    }
     l.ln1 = c.take<float>(BT * C);
     l.ln1_mean = c.take<float>(BT);
     l.ln1_rstd = c.take<float>(BT);
-    l.qkv = c.take<float>(BT * 3 * A);
     l.attention_saved =
         c.take<float>(backend.attention_saved_floats(p.B, p.T, s.n_head, s.head_size));
     l.att = c.take<float>(BT * A);

@@ -8,6 +8,11 @@
 // per element to recompute from fc, so all layers share one too and the backward pass recomputes
 // each layer's before reading it: 15% less memory for a shakespeare_char step. GELU's erf costs
 // a few per cent of a small model's step (baby) to recompute: each layer keeps its own.
+//
+// A plan without gradients (evaluation, generation) keeps per layer only `qkv`: generation's
+// key/value cache, which later forward passes read. Everything else a layer writes is read by the
+// next op of the same pass and never again, so all layers share layer 0's buffers: for gpt2-xl
+// at T = 1024 that is 0.09 GB instead of 4.1 GB, beside the 0.94 GB of qkv.
 #pragma once
 
 #include <cstdint>

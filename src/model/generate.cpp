@@ -56,7 +56,7 @@ std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
     const int T = cropped ? block_size : static_cast<int>(context.size());
     const int32_t* window = context.data() + (context.size() - T);
     const int first_row = cropped || cached_rows >= T ? 0 : cached_rows;
-    model.forward(window, nullptr, 1, T, DropoutContext{}, first_row);
+    model.forward(window, nullptr, 1, T, DropoutContext{}, first_row, /*last_logits_only=*/true);
     cached_rows = cropped ? 0 : T;
     const RandomStream stream =
         make_stream(options.seed, RandomPurpose::kSampling, sample_index, static_cast<uint32_t>(n));

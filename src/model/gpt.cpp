@@ -149,6 +149,12 @@ void GPT::write_parameters(const std::vector<float>& host) {
   backend_.copy_to_device(parameters(), host.data(), host.size() * sizeof(float));
 }
 
+void GPT::write_parameters(size_t offset, const float* host, size_t count) {
+  if (offset > layout_.total() || count > layout_.total() - offset)
+    throw Error("internal: parameter range outside the model");
+  backend_.copy_to_device(parameters() + offset, host, count * sizeof(float));
+}
+
 std::vector<float> GPT::read_gradients() const {
   std::vector<float> host(layout_.total());
   backend_.copy_to_host(host.data(), gradients(), host.size() * sizeof(float));
@@ -176,9 +182,11 @@ void GPT::plan(int B, int T, bool with_gradients) {
 }
 
 void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
-                  const DropoutContext& dropout, int first_row) {
+                  const DropoutContext& dropout, int first_row, bool last_logits_only) {
   if (first_row > 0 && (B != 1 || T > activations_.T))
     throw Error("internal: the key/value cache needs B = 1 and planned activations");
+  if (last_logits_only && (B != 1 || targets != nullptr))
+    throw Error("internal: the last row's logits alone are for generation (B = 1, no targets)");
   // Plan for whole windows at once, so that a growing generation context never re-plans (which
   // would drop the cached rows).
   if (B > activations_.B || T > activations_.T)
@@ -234,8 +242,9 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   // the first V columns are the vocabulary's (the rest, padding, are never read)
   const float* ln_f_out =
       norm_after(activations_, weights_, shape_.n_layer - 1).from_row(first, C).out;
-  backend_.matmul_forward(model.logits, ln_f_out, weights_.lm_head_weight, weights_.lm_head_bias,
-                          rows, C, Vp);
+  const int skipped = last_logits_only ? rows - 1 : 0;  // rows whose logits nobody reads
+  backend_.matmul_forward(model.logits + size_t(skipped) * Vp, ln_f_out + size_t(skipped) * C,
+                          weights_.lm_head_weight, weights_.lm_head_bias, rows - skipped, C, Vp);
   if (targets) {
     // loss = F.cross_entropy(logits.view(B*T, V), targets.view(B*T)), mean taken in mean_loss()
     backend_.cross_entropy_forward(model.losses, model.logits, model.targets, rows, V, Vp);
@@ -365,6 +374,8 @@ std::vector<float> GPT::read_logits() const {
 std::vector<float> GPT::read_feed_forward_preactivations(int layer) const {
   if (layer < 0 || layer >= shape_.n_layer)
     throw Error("internal: no block " + std::to_string(layer));
+  if (!activations_.with_gradients)  // inference plans share one fc among all layers
+    throw Error("internal: per-layer activations are kept only when training");
   std::vector<float> fc(static_cast<size_t>(last_B_) * last_T_ * shape_.hidden_width());
   backend_.copy_to_host(fc.data(), activations_.layers[layer].fc, fc.size() * sizeof(float));
   return fc;

@@ -60,6 +60,8 @@ class GPT {
                   InitScheme scheme = InitScheme::kNormal);
   std::vector<float> read_parameters() const;
   void write_parameters(const std::vector<float>& host);
+  // `count` values at flat position `offset` (a checkpoint is written in pieces: ParameterSource).
+  void write_parameters(size_t offset, const float* host, size_t count);
   std::vector<float> read_gradients() const;
   void zero_gradients();
 
@@ -67,8 +69,10 @@ class GPT {
   // Forward over tokens (B, T) (host memory); with targets, also the per-position losses.
   // first_row > 0 (only with B = 1) computes rows first_row..T-1 alone, reusing the earlier rows'
   // keys and values from the previous call: the key/value cache of generation.
+  // last_logits_only (generation, without targets) computes the logits of row T-1 of each sample
+  // alone: what the next token is drawn from; a prompt's other rows need no 50k-wide products.
   void forward(const int32_t* tokens, const int32_t* targets, int B, int T,
-               const DropoutContext& dropout, int first_row = 0);
+               const DropoutContext& dropout, int first_row = 0, bool last_logits_only = false);
   // Mean loss of the last forward with targets (waits for the device).
   float mean_loss() const;
   // Accumulates into gradients() the gradient of (dloss * sum of the per-position losses) of the
@@ -79,7 +83,7 @@ class GPT {
   std::vector<float> read_logits() const;  // (B, T, V) of the last forward, padding left out
   // The feed-forward pre-activations (B, T, 4C) of block `layer` in the last forward (host copy):
   // the PyTorch comparison needs the side of ReLU's kink folio took where fc is within rounding
-  // of zero.
+  // of zero. Only after a forward of a plan with gradients (training): see activation_plan.h.
   std::vector<float> read_feed_forward_preactivations(int layer) const;
 
   // Allocates the activations for batches of up to (B, T) now, rather than at the first forward.

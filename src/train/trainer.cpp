@@ -178,10 +178,10 @@ void Trainer::start_from_parameters() {
     const LoadedCheckpoint checkpoint =  // a checkpoint, or a Hugging Face GPT-2 folder
         load_initial_weights(options_.init_from, config_, data_.tokenizer().characters());
     const std::string mismatch = init_from_mismatch(checkpoint, model_.shape(), data_.tokenizer());
-    if (!mismatch.empty() || checkpoint.parameters.size() != model_.parameter_count())
+    if (!mismatch.empty() || checkpoint.parameters->count() != model_.parameter_count())
       throw Error("--init_from " + options_.init_from + " does not fit this run on " +
                   data_.path() + ": " + mismatch);
-    model_.write_parameters(checkpoint.parameters);
+    checkpoint.parameters->write_into(model_);
   } else {
     model_.initialize(config_.seed, config_.init_std, config_.scaled_residual_init,
                       init_scheme_of(config_));

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     const LoadedCheckpoint checkpoint = load_checkpoint(path, Config{}, nullptr);
     auto backend = make_backend("cpu", 0);
     GPT model(*backend, checkpoint.shape);
-    model.write_parameters(checkpoint.parameters);
+    checkpoint.parameters->write_into(model);
 
     const int T = static_cast<int>(ids.size()) - 1, V = checkpoint.shape.vocab_size;
     const std::vector<int32_t> inputs(ids.begin(), ids.end() - 1),
