@@ -33,8 +33,7 @@ size_t scratch_floats(int T) {
 // Turns scores s[0..i] of query row i into probabilities, zeroes s[i+1..width), and returns
 // the row's log-sum-exp, max + log(sum of exp(s - max)).
 float causal_softmax_row(float* row, int i, int width) {
-  float max_score = row[0];
-  for (int j = 1; j <= i; ++j) max_score = std::max(max_score, row[j]);
+  const float max_score = cpu::row_max(row, i + 1);
   float total = 0.0f;
 #pragma omp simd reduction(+ : total)
   for (int j = 0; j <= i; ++j) {
@@ -168,9 +167,7 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
           std::fill(w + i + 1, w + r1, 0.0f);
         }
         // Through the softmax: ds = p * (dp - sum_j p_j dp_j), times the score scale.
-        float p_dot_dp = 0.0f;
-#pragma omp simd reduction(+ : p_dot_dp)
-        for (int j = 0; j <= i; ++j) p_dot_dp += p[j] * g[j];
+        const float p_dot_dp = cpu::row_dot(p, g, i + 1);
 #pragma omp simd
         for (int j = 0; j <= i; ++j) g[j] = p[j] * (g[j] - p_dot_dp) * scale;
         std::fill(g + i + 1, g + r1, 0.0f);

@@ -8,22 +8,12 @@
 
 namespace folio {
 
-namespace {
-
-float row_max(const float* z, int V) {
-  float max_logit = z[0];
-  for (int v = 1; v < V; ++v) max_logit = std::max(max_logit, z[v]);
-  return max_logit;
-}
-
-}  // namespace
-
 void CpuBackend::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
                                        int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     const float* z = logits + static_cast<size_t>(i) * Vp;
-    const float max_logit = row_max(z, V);
+    const float max_logit = cpu::row_max(z, V);
     float total = 0.0f;
 #pragma omp simd reduction(+ : total)
     for (int v = 0; v < V; ++v) total += cpu::vexp(z[v] - max_logit);
@@ -37,7 +27,7 @@ void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits, con
   for (int i = 0; i < N; ++i) {
     const float* z = logits + static_cast<size_t>(i) * Vp;
     float* dz = dlogits + static_cast<size_t>(i) * Vp;
-    const float max_logit = row_max(z, V);
+    const float max_logit = cpu::row_max(z, V);
     float total = 0.0f;
 #pragma omp simd reduction(+ : total)
     for (int v = 0; v < V; ++v) {

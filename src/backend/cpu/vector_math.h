@@ -72,6 +72,39 @@ inline uint16_t to_bf16(float x) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// Reductions over a row the compiler leaves scalar when written as `m = max(m, x[j])` or
+// `d += a[j] * b[j]`: a chain of dependent instructions, one element per 4 cycles (the
+// compiler may not reorder float sums on its own, and GCC 12 left even `#pragma omp simd
+// reduction` loops inside OpenMP regions scalar). Here kLanes independent partial results are
+// kept in a fixed-size array, which vectorises, and combined in a fixed order: the same bits at
+// every vector width.
+constexpr int kLanes = 16;
+
+// the largest of x[0..n), n >= 1
+inline float row_max(const float* x, int n) {
+  float lanes[kLanes];
+  for (int l = 0; l < kLanes; ++l) lanes[l] = x[0];
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] = lanes[l] > x[j + l] ? lanes[l] : x[j + l];
+  float best = x[0];
+  for (int l = 0; l < kLanes; ++l) best = best > lanes[l] ? best : lanes[l];
+  for (; j < n; ++j) best = best > x[j] ? best : x[j];
+  return best;
+}
+
+// the sum of a[j] * b[j], j < n
+inline float row_dot(const float* a, const float* b, int n) {
+  float lanes[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += a[j + l] * b[j + l];
+  for (int l = 0; j < n; ++j, ++l) lanes[l] += a[j] * b[j];
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  return lanes[0];
+}
+
 // Words first_word .. first_word + count - 1 of a random stream, as RandomStream::word() gives
 // them, generated a block at a time in a loop the compiler vectorises.
 inline void random_words(const RandomStream& stream, uint64_t first_word, size_t count,
