@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "core/dropout_mask.h"
 #include "core/philox.h"
 
@@ -105,8 +109,58 @@ inline float row_dot(const float* a, const float* b, int n) {
   return lanes[0];
 }
 
+#if defined(__AVX512F__)
+// The 32 x 32 -> 64-bit products m * a of 16 lanes, split into their high and low words: two
+// vpmuludq (the even lanes, then the odd ones shifted down) and two blends.
+inline void multiply_high_low(__m512i m, __m512i a, __m512i& high, __m512i& low) {
+  const __m512i even = _mm512_mul_epu32(a, m);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  high = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  low = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+
+// Philox4x32-10 of the 16 blocks base .. base + 15 of `stream`, their 64 words written in order
+// to out[0..64). The compiler's own vectorisation of the block loop below spends most of its
+// time on 4-lane products and the shuffles around them; this one holds a word of 16 blocks per
+// register and transposes once at the end.
+inline void philox_16_blocks(const RandomStream& stream, uint32_t base, uint32_t key0,
+                             uint32_t key1, uint32_t* out) {
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base)), lanes);
+  __m512i c1 = _mm512_set1_epi32(static_cast<int>(stream.item));
+  __m512i c2 = _mm512_set1_epi32(static_cast<int>(stream.step));
+  __m512i c3 = _mm512_set1_epi32(static_cast<int>(stream.purpose));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  uint32_t k0 = key0, k1 = key1;
+  for (int round = 0; round < 10; ++round) {
+    __m512i high0, low0, high1, low1;
+    multiply_high_low(m0, c0, high0, low0);
+    multiply_high_low(m1, c2, high1, low1);
+    // 0x96: a ^ b ^ c in one vpternlogd
+    c0 = _mm512_ternarylogic_epi32(high1, c1, _mm512_set1_epi32(static_cast<int>(k0)), 0x96);
+    c2 = _mm512_ternarylogic_epi32(high0, c3, _mm512_set1_epi32(static_cast<int>(k1)), 0x96);
+    c1 = low1, c3 = low0;
+    k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+  }
+  // Transpose to block order: within each 128-bit lane j, blocks 4j .. 4j + 3 ...
+  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+  const __m512i b0 = _mm512_unpacklo_epi64(t0, t2), b1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i b2 = _mm512_unpacklo_epi64(t1, t3), b3 = _mm512_unpackhi_epi64(t1, t3);
+  // ... then lane j of b0, b1, b2, b3 side by side: blocks 4j .. 4j + 3.
+  const __m512i b01_low = _mm512_shuffle_i32x4(b0, b1, 0x44), b23_low = _mm512_shuffle_i32x4(b2, b3, 0x44);
+  const __m512i b01_high = _mm512_shuffle_i32x4(b0, b1, 0xEE), b23_high = _mm512_shuffle_i32x4(b2, b3, 0xEE);
+  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(b01_low, b23_low, 0x88));
+  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(b01_low, b23_low, 0xDD));
+  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(b01_high, b23_high, 0x88));
+  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(b01_high, b23_high, 0xDD));
+}
+#endif
+
 // Words first_word .. first_word + count - 1 of a random stream, as RandomStream::word() gives
-// them, generated a block at a time in a loop the compiler vectorises.
+// them, generated a block at a time: 16 blocks at once with AVX-512, else in a loop the compiler
+// vectorises.
 inline void random_words(const RandomStream& stream, uint64_t first_word, size_t count,
                          uint32_t* out) {
   const uint32_t key0 = static_cast<uint32_t>(stream.seed);
@@ -119,8 +173,14 @@ inline void random_words(const RandomStream& stream, uint64_t first_word, size_t
   for (size_t done = 0; done < blocks; done += kChunk) {
     const size_t n = std::min(kChunk, blocks - done);
     const uint32_t base = static_cast<uint32_t>(first_block + done);
+    size_t vectorised = 0;  // blocks made 16 at a time
+#if defined(__AVX512F__)
+    for (; vectorised + 16 <= n; vectorised += 16)
+      philox_16_blocks(stream, base + static_cast<uint32_t>(vectorised), key0, key1,
+                       words + 4 * vectorised);
+#endif
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = vectorised; i < n; ++i) {
       uint32_t c0 = base + static_cast<uint32_t>(i), c1 = stream.item, c2 = stream.step,
                c3 = stream.purpose, k0 = key0, k1 = key1;
       for (int round = 0; round < 10; ++round) {
