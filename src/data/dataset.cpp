@@ -211,10 +211,12 @@ void check_dataset_fits(const Dataset& dataset, int block_size) {
   const size_t needed = static_cast<size_t>(block_size) + 1;
   const size_t train = dataset.train().size(), val = dataset.val().size();
   if (train < needed || val < needed)
-    throw Error("the token files in " + dataset.path() + " are too short: a train split of " +
-                std::to_string(train) + " tokens and a val split of " + std::to_string(val) +
+    throw Error((std::filesystem::is_directory(dataset.path()) ? "the token files in "
+                                                                : "the tokens of the text ") +
+                dataset.path() + " are too short: a train split of " + std::to_string(train) +
+                " tokens and a val split of " + std::to_string(val) +
                 ", and each needs at least block_size + 1 = " + std::to_string(needed) +
-                "; prepare a longer text or use a smaller --block_size");
+                "; use a longer text or a smaller --block_size");
 }
 
 }  // namespace folio

@@ -111,6 +111,12 @@ if tensors(os.path.join(work, "text", "state.safetensors")) != final:
     failures.append("training on the text with --tokenizer (3 steps + --resume) differs from "
                     "training on its prepared tokens")
 
+with open(os.path.join(work, "short.txt"), "w", encoding="utf-8") as f:
+    f.write(text[:300])  # 85 train and 11 val tokens: under one window of 17 in val
+expect_error(run("train", *common, "--data", "short.txt", "--tokenizer", gpt2, "--out_dir", "x"),
+             "a text too short for a window of its tokens", "the tokens of the text short.txt",
+             "too short", "block_size")
+
 # 4. The checkpoint carries GPT-2's tokenizer: info names it, sample encodes and decodes with it.
 ckpt = os.path.join("straight", "ckpt.safetensors")
 info = expect_ok(run("info", ckpt), "folio info").stdout
