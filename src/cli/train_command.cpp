@@ -227,7 +227,7 @@ int train_command(Arguments& arguments) {
     throw Error("the data in " + data_path + " differs from the data the resumed run trained on " +
                 "(identity " + data.identity().substr(0, 12) + "... vs " +
                 state->data_sha256.substr(0, 12) + "...): pass --data with the original " +
-                (std::filesystem::is_directory(data_path) ? "folder" : "file"));
+                (data.is_token_folder() ? "folder" : "file"));
 
   BackendOptions backend_options;
   backend_options.dtype = config.dtype;

@@ -104,8 +104,7 @@ Dataset load_text_tokens(const std::string& path, double train_fraction, Tokeniz
                                     [&](size_t done) {
                                       if (on_progress) on_progress(0.1 + 0.9 * done / text.size());
                                     });
-  return Dataset::from_text_tokens(path, sha256_hex(text), std::move(tokens),
-                                   std::move(tokenizer));
+  return Dataset::from_text_tokens(path, sha256_hex(text), std::move(tokens), std::move(tokenizer));
 }
 
 }  // namespace
@@ -154,8 +153,8 @@ Dataset Dataset::from_text_tokens(const std::string& path, const std::string& te
   Dataset dataset;
   dataset.path_ = path;
   dataset.tokenizer_ = std::move(tokenizer);
-  dataset.identity_ = sha256_hex("folio text tokens\n" + text_sha256 + "\n" +
-                                 bpe_identity(dataset.tokenizer_));
+  dataset.identity_ =
+      sha256_hex("folio text tokens\n" + text_sha256 + "\n" + bpe_identity(dataset.tokenizer_));
   auto ids = std::make_unique<std::vector<int32_t>>();
   ids->reserve(tokens.train.size() + tokens.val.size());
   for (const std::vector<uint32_t>* split : {&tokens.train, &tokens.val})
@@ -189,8 +188,8 @@ Dataset load_dataset(const std::string& path, double train_fraction,
     dataset = load_token_folder(path, tokenizer_spec, model);
   } else {
     if (!tokenizer_spec.empty()) {
-      dataset = load_text_tokens(path, train_fraction, Tokenizer::load(tokenizer_spec),
-                                 on_progress);
+      dataset =
+          load_text_tokens(path, train_fraction, Tokenizer::load(tokenizer_spec), on_progress);
     } else if (model != nullptr && !model->is_characters()) {
       dataset = load_text_tokens(path, train_fraction, *model, on_progress);
     } else {
@@ -211,8 +210,7 @@ void check_dataset_fits(const Dataset& dataset, int block_size) {
   const size_t needed = static_cast<size_t>(block_size) + 1;
   const size_t train = dataset.train().size(), val = dataset.val().size();
   if (train < needed || val < needed)
-    throw Error((std::filesystem::is_directory(dataset.path()) ? "the token files in "
-                                                                : "the tokens of the text ") +
+    throw Error((dataset.is_token_folder() ? "the token files in " : "the tokens of the text ") +
                 dataset.path() + " are too short: a train split of " + std::to_string(train) +
                 " tokens and a val split of " + std::to_string(val) +
                 ", and each needs at least block_size + 1 = " + std::to_string(needed) +

@@ -44,6 +44,8 @@ class Dataset {
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const TokenSequence& train() const { return train_; }
   const TokenSequence& val() const { return val_; }
+  // Whether the data is a folder of token files (else a text file, in characters or tokens).
+  bool is_token_folder() const { return !files_.empty(); }
   // The text file's dataset (char ids, vocabulary), or nullptr for token files.
   const TextDataset* text() const { return text_.get(); }
   // "1115394 characters, vocabulary 65", "338025 tokens in 2 token files, byte-level BPE, ..."

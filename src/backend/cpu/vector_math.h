@@ -78,8 +78,8 @@ inline uint16_t to_bf16(float x) {
 
 // Reductions over a row the compiler leaves scalar when written as `m = max(m, x[j])` or
 // `d += a[j] * b[j]`: a chain of dependent instructions, one element per 4 cycles (the
-// compiler may not reorder float sums on its own, and GCC 12 left even `#pragma omp simd
-// reduction` loops inside OpenMP regions scalar). Here kLanes independent partial results are
+// compiler may not reorder float sums on its own, and GCC 12 left attention's backward
+// `#pragma omp simd reduction` loop scalar too). Here kLanes independent partial results are
 // kept in a fixed-size array, which vectorises, and combined in a fixed order: the same bits at
 // every vector width.
 constexpr int kLanes = 16;
