@@ -14,9 +14,11 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/vector_math.h"
 #include "backend/device_buffer.h"
+#include "backend/reference/attention.h"
 #include "backend/reference/matmul.h"
 #include "test_helpers.h"
 
@@ -199,12 +201,12 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     be.copy_to_host(host.data(), x, n * sizeof(float));
     return host;
   };
-  const size_t widest = size_t(N) * std::max(F, 3 * A);
+  const size_t widest = size_t(N) * std::max(F, 3 * H * 32);
   float* duplicate = buffer(widest, 1);
   float* y = buffer(size_t(N) * F, 2);
   float* dinp = buffer(widest, 3);
-  float* dweight = buffer(size_t(F) * 3 * A, 4);
-  float* weight = buffer(size_t(3 * A) * F, 5);
+  float* dweight = buffer(size_t(F) * 3 * H * 32, 4);
+  float* weight = buffer(size_t(3 * H * 32) * F, 5);
   // The product that reads x (N rows of width) as its input, or as the output gradient of a
   // layer with input `inp` (N, C): its results, downloaded.
   auto product_of_input = [&](const float* x, int width) {
@@ -273,15 +275,19 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
                                     ln_weight, mean, rstd, B, size_t(T) * C, C, dropout);
   same_as_duplicate("layernorm_dropout_add_backward", dbranch, C, as_gradient(C));
 
-  float* qkv = buffer(size_t(N) * 3 * A, 27);
-  float* att = buffer(size_t(N) * A, 28);
-  float* lse = buffer(be.attention_saved_floats(B, T, H, hs), 29);
-  be.attention_forward(att, lse, qkv, B, T, H, hs, 0, dropout);
-  same_as_duplicate("attention_forward", att, A, as_input(A));
-  float* datt = buffer(size_t(N) * A, 30);
-  float* dqkv = buffer(size_t(N) * 3 * A, 31);
-  be.attention_backward(dqkv, datt, qkv, lse, B, T, H, hs, dropout);
-  same_as_duplicate("attention_backward", dqkv, 3 * A, as_gradient(3 * A));
+  // Heads of 8 take fp32 products; heads of 32 bf16 ones on AMX tiles where the CPU has them.
+  for (int head_size : {hs, 32}) {
+    const int width = H * head_size;
+    float* qkv = buffer(size_t(N) * 3 * width, 27);
+    float* att = buffer(size_t(N) * width, 28);
+    float* lse = buffer(be.attention_saved_floats(B, T, H, head_size), 29);
+    be.attention_forward(att, lse, qkv, B, T, H, head_size, 0, dropout);
+    same_as_duplicate("attention_forward", att, width, as_input(width));
+    float* datt = buffer(size_t(N) * width, 30);
+    float* dqkv = buffer(size_t(N) * 3 * width, 31);
+    be.attention_backward(dqkv, datt, qkv, lse, B, T, H, head_size, dropout);
+    same_as_duplicate("attention_backward", dqkv, 3 * width, as_gradient(3 * width));
+  }
 
   // A write between the writer and the product: through the backend, and straight into memory
   // (CPU memory is host memory) after the copy served its one product.
@@ -293,6 +299,98 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
   product_of_input(ln_out, C);
   ln_out[5] += 1.0f;
   same_as_duplicate("a second product after layernorm_forward", ln_out, C, as_input(C));
+}
+
+// Attention with --dtype bf16 (backend/cpu/attention_tiles.cpp): on a CPU with AMX, heads whose
+// size is a multiple of 32 take bf16 products on AMX tiles (q k^T, P v and the four products of
+// the backward pass), with the softmax, dropout and sums in fp32. Against the double-precision
+// reference on the unrounded inputs the error is bf16's: each product's operands carry 2^-9
+// relative rounding, so the results must agree below 1e-2 relative (a wrong index, panel or
+// padding gives errors of order 1) and differ above 1e-5 (or nothing was rounded). Elsewhere
+// (no AMX, or a forced lesser variant) attention stays fp32 and must equal the reference to 1e-5.
+// The cases end strips and key blocks mid-tile (T = 70, 130, 300), fill them (64, 256), hold one
+// row, and run heads of 32 and 64 with and without dropout.
+TEST(CpuBf16, AttentionOnAmxTilesAgreesWithTheReferenceToBf16Resolution) {
+  std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
+  const bool tiles = backend->description().find("attention on AMX tiles") != std::string::npos;
+  EXPECT_EQ(tiles, cpu::amx::available() && cpu::chosen_variant() == cpu::Variant::avx512)
+      << backend->description();
+  struct Case {
+    int B, T, H, hs;
+    float p;
+  };
+  for (const Case& c : {Case{1, 70, 2, 32, 0.2f}, Case{2, 130, 2, 64, 0.0f},
+                        Case{1, 256, 1, 64, 0.2f}, Case{1, 1, 1, 32, 0.0f},
+                        Case{2, 64, 3, 32, 0.1f}, Case{1, 300, 1, 64, 0.2f}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << c.B << " T " << c.T << " H " << c.H << " hs "
+                                      << c.hs << " p " << c.p);
+    const int A = c.H * c.hs;
+    const size_t n_qkv = size_t(c.B) * c.T * 3 * A, n_out = size_t(c.B) * c.T * A;
+    const DropoutSpec dropout =
+        c.p > 0 ? dropout_spec(c.p, 1337, 12, 3, DropoutSite::kAttentionWeights, 5) : no_dropout();
+    const Floats qkv = random_vector<float>(n_qkv, 41, 1.5), dout = random_vector<float>(n_out, 42);
+    DeviceBuffer d_qkv(*backend, n_qkv * sizeof(float)), d_dout(*backend, n_out * sizeof(float));
+    DeviceBuffer d_out(*backend, n_out * sizeof(float)), d_dqkv(*backend, n_qkv * sizeof(float));
+    DeviceBuffer d_lse(*backend, backend->attention_saved_floats(c.B, c.T, c.H, c.hs) * 4);
+    backend->copy_to_device(d_qkv.get(), qkv.data(), n_qkv * sizeof(float));
+    backend->copy_to_device(d_dout.get(), dout.data(), n_out * sizeof(float));
+    backend->attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), c.B, c.T,
+                               c.H, c.hs, 0, dropout);
+    backend->attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
+                                d_lse.as<float>(), c.B, c.T, c.H, c.hs, dropout);
+    Floats out(n_out), dqkv(n_qkv);
+    backend->copy_to_host(out.data(), d_out.get(), n_out * sizeof(float));
+    backend->copy_to_host(dqkv.data(), d_dqkv.get(), n_qkv * sizeof(float));
+
+    Doubles want_out(n_out), probs(size_t(c.B) * c.H * c.T * c.T), want_dqkv(n_qkv);
+    const Doubles qkv_wide(qkv.begin(), qkv.end()), dout_wide(dout.begin(), dout.end());
+    reference::attention_forward(want_out.data(), probs.data(), qkv_wide.data(), c.B, c.T, c.H,
+                                 c.hs, 0, dropout);
+    reference::attention_backward(want_dqkv.data(), dout_wide.data(), qkv_wide.data(),
+                                  probs.data(), c.B, c.T, c.H, c.hs, dropout);
+    const double out_error = relative_error(out, want_out);
+    const double dqkv_error = relative_error(dqkv, want_dqkv);
+    if (tiles) {
+      EXPECT_LT(out_error, 1e-2);
+      EXPECT_LT(dqkv_error, 1e-2);
+      if (c.T > 1) {  // one row: its only weight is exactly 1
+        EXPECT_GT(out_error, 1e-5) << "the products were not rounded to bf16";
+      }
+      EXPECT_GT(dqkv_error, 1e-5) << "the products were not rounded to bf16";
+    } else {
+      EXPECT_LT(out_error, 1e-5);
+      EXPECT_LT(dqkv_error, 1e-5);
+    }
+  }
+}
+
+// Generation's key/value cache with tiles: rows before q_start keep what they hold, the rest are
+// computed, here from row 100 of 150 (inside a strip, across a tile's rows).
+TEST(CpuBf16, AttentionOnAmxTilesRecomputesOnlyTheRowsAfterQStart) {
+  std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
+  const bool tiles = backend->description().find("attention on AMX tiles") != std::string::npos;
+  const int B = 1, T = 150, H = 2, hs = 64, A = H * hs, q_start = 100;
+  const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 43);
+  Doubles want(size_t(T) * A), probs(size_t(H) * T * T);
+  const Doubles qkv_wide(qkv.begin(), qkv.end());
+  reference::attention_forward(want.data(), probs.data(), qkv_wide.data(), B, T, H, hs, 0,
+                               no_dropout());
+  const size_t kept = size_t(q_start) * A;
+  Floats start(want.size(), std::nanf(""));
+  for (size_t i = 0; i < kept; ++i) start[i] = 1000.0f + static_cast<float>(i);
+  DeviceBuffer d_qkv(*backend, qkv.size() * 4), d_out(*backend, start.size() * 4);
+  DeviceBuffer d_lse(*backend, backend->attention_saved_floats(B, T, H, hs) * 4);
+  backend->copy_to_device(d_qkv.get(), qkv.data(), qkv.size() * 4);
+  backend->copy_to_device(d_out.get(), start.data(), start.size() * 4);
+  backend->attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), B, T, H, hs,
+                             q_start, no_dropout());
+  Floats got(start.size());
+  backend->copy_to_host(got.data(), d_out.get(), got.size() * 4);
+  EXPECT_EQ(Floats(got.begin(), got.begin() + kept), Floats(start.begin(), start.begin() + kept))
+      << "rows before q_start were written";
+  const double error =
+      relative_error(Floats(got.begin() + kept, got.end()), Doubles(want.begin() + kept, want.end()));
+  EXPECT_LT(error, tiles ? 1e-2 : 1e-5);
 }
 
 TEST(CpuKernels, APickedVariantRunsOnThisCpuAndIsNamedInTheDescription) {

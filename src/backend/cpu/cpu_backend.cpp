@@ -3,13 +3,14 @@
 
 #include <omp.h>
 #include <sched.h>
-#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/huge_pages.h"
 #include "backend/cpu/gemm.h"
 #include "core/error.h"
 
@@ -26,7 +27,10 @@ int available_cores() {
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, bool bf16)
-    : threads_(threads > 0 ? threads : available_cores()), bf16_(bf16) {
+    : threads_(threads > 0 ? threads : available_cores()),
+      bf16_(bf16),
+      amx_attention_(bf16 && cpu::Variant::FOLIO_CPU_VARIANT == cpu::Variant::avx512 &&
+                     cpu::amx::available()) {
   omp_set_num_threads(threads_);
   cpu::set_gemm_threads(threads_);
   scratch_.resize(static_cast<size_t>(threads_));
@@ -38,23 +42,12 @@ std::string CpuBackend::description() const {
   const std::string products =
       bf16_ ? std::string("bf16 products: ") + cpu::bf16_kernels()
             : std::string(cpu::gemm_library()) + " sgemm";
-  return "cpu (" + std::to_string(threads_) + " threads, " + kernels + " kernels, " + products + ")";
+  const std::string attention = amx_attention_ ? ", attention on AMX tiles" : "";
+  return "cpu (" + std::to_string(threads_) + " threads, " + kernels + " kernels, " + products +
+         attention + ")";
 }
 
-void* CpuBackend::allocate(size_t bytes) {
-  // Large buffers (activations, parameters) are aligned to 2 MiB and asked to be backed by
-  // transparent huge pages: first touch of the multi-GiB activation plan then costs a few
-  // thousand page faults instead of a million, and the TLB covers the working set.
-  constexpr size_t kHugePage = size_t(2) << 20;
-  const size_t alignment = bytes >= kHugePage ? kHugePage : 64;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
-  void* pointer = std::aligned_alloc(alignment, rounded);
-  if (pointer == nullptr)
-    throw Error("out of memory allocating " + std::to_string(bytes >> 20) +
-                " MiB: use a smaller batch_size or block_size");
-  if (alignment == kHugePage) ::madvise(pointer, rounded, MADV_HUGEPAGE);
-  return pointer;
-}
+void* CpuBackend::allocate(size_t bytes) { return cpu::allocate_on_huge_pages(bytes); }
 
 void CpuBackend::release(void* pointer) { std::free(pointer); }
 

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/huge_pages.h"
 
 #if !defined(FOLIO_CPU_VARIANT)
 #define FOLIO_CPU_VARIANT baseline
@@ -112,6 +113,14 @@ class CpuBackend final : public Backend {
   // writes that bypass the backend, such as a collective's broadcast, happen before the first
   // product, while the mirror is still out of date from set_parameter_buffer.)
   void wrote(const void* pointer, size_t bytes);
+  // Attention with bf16 products on AMX tiles (attention_tiles.cpp): with --dtype bf16, on a CPU
+  // with AMX, in the AVX-512 kernels, for heads whose size is a multiple of 32 (a tile's depth).
+  bool tiles_fit(int head_size) const { return amx_attention_ && head_size % 32 == 0; }
+  void attention_forward_tiles(float* out, float* lse, const float* qkv, int B, int T, int H,
+                               int hs, int q_start, const DropoutSpec& dropout);
+  void attention_backward_tiles(float* dqkv, const float* dout, const float* qkv,
+                                const float* lse, int B, int T, int H, int hs,
+                                const DropoutSpec& dropout);
   // Per-thread scratch for attention (strips of query rows); grows on first use only.
   float* attention_scratch(int thread, size_t floats_per_thread);
   // `floats` zeroed floats for each thread, for per-thread partial sums.
@@ -122,7 +131,8 @@ class CpuBackend final : public Backend {
 
   int threads_;
   bool bf16_;
-  std::array<std::vector<cpu::bf16>, kBf16Operands> bf16_operands_;
+  bool amx_attention_;
+  std::array<cpu::HugePageBuffer<cpu::bf16>, kBf16Operands> bf16_operands_;
   struct RoundedCopy {
     const float* source = nullptr;  // the tensor whose copy the slot holds, made by its writer
     size_t count = 0;
@@ -131,7 +141,7 @@ class CpuBackend final : public Backend {
   struct ParameterMirror {
     const float* source = nullptr;  // the model's flat fp32 parameters
     size_t count = 0;
-    std::vector<cpu::bf16> values;  // to_bf16 of each, when not stale
+    cpu::HugePageBuffer<cpu::bf16> values;  // to_bf16 of each, when not stale
     bool stale = true;
   };
   ParameterMirror mirror_;

@@ -68,13 +68,12 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
 }
 
 const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, size_t n) {
-  std::vector<cpu::bf16>& buffer = bf16_operands_[slot];
+  cpu::HugePageBuffer<cpu::bf16>& buffer = bf16_operands_[slot];
   RoundedCopy& made = made_by_writer_[slot];
   const bool ready = made.source == x && made.count == n;
   made = RoundedCopy{};  // a copy serves one product: the tensor may change after it
   if (ready) return buffer.data();
-  if (buffer.size() < n) buffer.resize(n);
-  round_to_bf16(buffer.data(), x, n);
+  round_to_bf16(buffer.reserve(n), x, n);
   return buffer.data();
 }
 
@@ -84,10 +83,8 @@ const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, s
 // training step, and all but the three inputs the weight gradients read again are made this way.
 cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n) {
   if (!bf16_) return nullptr;
-  std::vector<cpu::bf16>& buffer = bf16_operands_[slot];
-  if (buffer.size() < n) buffer.resize(n);
   made_by_writer_[slot] = RoundedCopy{out, n};
-  return buffer.data();
+  return bf16_operands_[slot].reserve(n);
 }
 
 // The parameters' bf16 mirror. Rounding a weight before each of its products cost a pass over
@@ -97,7 +94,7 @@ void CpuBackend::set_parameter_buffer(const float* parameters, size_t count) {
   if (!bf16_) return;
   mirror_.source = parameters;
   mirror_.count = count;
-  mirror_.values.assign(count, 0);
+  mirror_.values.reserve(count);
   mirror_.stale = true;
 }
 

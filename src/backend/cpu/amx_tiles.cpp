@@ -1,0 +1,260 @@
+// bf16 products on AMX tiles (amx_tiles.h). Built with -march=x86-64-v4 -mamx-tile -mamx-bf16
+// -mavx512bf16; nothing here runs unless available() is true. A compiler without AMX (or
+// another processor) builds the stub at the end, whose available() is false.
+#include "backend/cpu/amx_tiles.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace folio::cpu::amx {
+
+namespace {
+
+constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+
+bool cpu_and_kernel_allow_tiles() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool tile = (edx >> 24) & 1u, tile_bf16 = (edx >> 22) & 1u;
+  const bool vector_bf16 = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1u);  // AVX512-BF16
+  }();
+  if (!tile || !tile_bf16 || !vector_bf16) return false;
+  // Linux leaves the 8 KiB of tile registers out of a thread's saved state until the process
+  // asks for them; without this the first tile instruction is killed with SIGILL.
+  return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+}
+
+// Every tile 16 rows of 64 bytes: C tiles 16 x 16 fp32, A tiles 16 rows x 32 bf16, B tiles 16
+// pair-rows x 16 pairs.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+// Round to the nearest bf16, ties to even, NaN kept a NaN (as cpu::to_bf16, vector_math.h).
+inline bf16 round_one(float x) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &x, sizeof(bits));
+  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  bits = nan ? (bits | 0x00400000u) : bits + 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<bf16>(bits >> 16);
+}
+
+// Up to 16 floats from x (count of them, the rest zero).
+inline __m512 load_up_to_16(const float* x, int count) {
+  if (count >= 16) return _mm512_loadu_ps(x);
+  if (count <= 0) return _mm512_setzero_ps();
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1u), x);
+}
+
+// Transposes the 16 x 16 block of 32-bit values in r[0..15] (row i in r[i]) in registers: pairs
+// of rows interleaved by 32 bits, then by 64 within each 128-bit lane, then the 128-bit lanes
+// gathered across registers twice. Afterwards r[c] holds column c.
+inline void transpose_16x16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);      // per lane: a0 b0 a1 b1
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  //           a2 b2 a3 b3
+  }
+  for (int i = 0; i < 16; i += 4) {  // rows i..i+3, columns 4L + j in lane L of u[i + j]
+    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {  // column 4L + j: lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
+    const __m512 even_low = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+    const __m512 odd_low = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+    const __m512 even_high = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512 odd_high = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+    r[j] = _mm512_shuffle_f32x4(even_low, even_high, 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(even_low, even_high, 0xDD);
+    r[4 + j] = _mm512_shuffle_f32x4(odd_low, odd_high, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(odd_low, odd_high, 0xDD);
+  }
+}
+
+inline __m256i round_16(__m512 x) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)); }
+
+}  // namespace
+
+bool available() {
+  static const bool allowed = cpu_and_kernel_allow_tiles();
+  return allowed;
+}
+
+void pack_panels(bf16* panels, size_t panel_stride, const float* source, size_t ld, int K, int N,
+                 int K_padded, int N_padded) {
+  // Interleaves 16 columns of rows 2r and 2r+1: the conversion puts row 2r's in the low 16
+  // lanes and row 2r+1's in the high ones, the permutation takes them alternately.
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25,
+                                              9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2,
+                                              17, 1, 16, 0);
+  for (int j = 0; j < N_padded / 16; ++j) {
+    const int columns = N - 16 * j;
+    bf16* panel = panels + j * panel_stride;
+    for (int r = 0; r < K_padded / 2; ++r) {
+      const int k = 2 * r;
+      const __m512 even = k < K ? load_up_to_16(source + k * ld + 16 * j, columns)
+                                : _mm512_setzero_ps();
+      const __m512 odd = k + 1 < K ? load_up_to_16(source + (k + 1) * ld + 16 * j, columns)
+                                   : _mm512_setzero_ps();
+      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd, even));
+      _mm512_storeu_si512(panel + 32 * r, _mm512_permutexvar_epi16(interleave, both));
+    }
+  }
+}
+
+void pack_panels_transposed(bf16* panels, size_t panel_stride, const float* source, size_t ld,
+                            int K, int N, int K_padded, int N_padded) {
+  // B[k][n] = source[n][k]: a pair (B[2r][c], B[2r+1][c]) is two neighbours in source row c, so
+  // 32 floats of a source row, rounded, are 16 pairs: one column of a 16 x 16 block of pairs of
+  // the panel. Sixteen such rows (16 columns of B) are rounded and the block transposed.
+  for (int j = 0; j < N_padded / 16; ++j) {
+    bf16* panel = panels + j * panel_stride;
+    for (int k = 0; k < K_padded; k += 32) {
+      __m512 pairs[16];
+      for (int c = 0; c < 16; ++c) {
+        const int n = 16 * j + c;
+        const float* row = source + n * ld + k;
+        const __m512 low = n < N ? load_up_to_16(row, K - k) : _mm512_setzero_ps();
+        const __m512 high = n < N ? load_up_to_16(row + 16, K - k - 16) : _mm512_setzero_ps();
+        pairs[c] = reinterpret_cast<__m512>(_mm512_cvtne2ps_pbh(high, low));
+      }
+      transpose_16x16(pairs);
+      for (int r = 0; r < 16; ++r) _mm512_storeu_ps(panel + 32 * (k / 2 + r), pairs[r]);
+    }
+  }
+}
+
+void round_rows(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows, int cols,
+                int rows_padded) {
+  for (int r = 0; r < rows_padded; ++r) {
+    bf16* y = to + r * ld_to;
+    for (int c = 0; c < cols; c += 16) {
+      const __m512 x = r < rows ? load_up_to_16(from + r * ld_from + c, cols - c)
+                                : _mm512_setzero_ps();
+      const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x));
+      if (cols - c >= 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + c), rounded);
+      else
+        _mm256_mask_storeu_epi16(y + c, static_cast<__mmask16>((1u << (cols - c)) - 1u), rounded);
+    }
+  }
+}
+
+void round_transposed(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows,
+                      int cols, int rows_padded) {
+  // 16 x 16 blocks through registers; cols is a multiple of 16 (a head's size).
+  for (int r0 = 0; r0 < rows_padded; r0 += 16) {
+    for (int c0 = 0; c0 < cols; c0 += 16) {
+      __m512 block[16];
+      for (int i = 0; i < 16; ++i)
+        block[i] = r0 + i < rows ? _mm512_loadu_ps(from + (r0 + i) * ld_from + c0)
+                                 : _mm512_setzero_ps();
+      transpose_16x16(block);
+      const int width = rows_padded - r0 < 16 ? rows_padded - r0 : 16;
+      for (int c = 0; c < 16; ++c)
+        _mm256_mask_storeu_epi16(to + (c0 + c) * ld_to + r0,
+                                 static_cast<__mmask16>((1u << width) - 1u), round_16(block[c]));
+    }
+  }
+}
+
+void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
+               int cols) {
+  for (int c0 = 0; c0 < cols; c0 += 16) {
+    const int width = cols - c0 < 16 ? cols - c0 : 16;
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+      __m512 block[16];
+      for (int i = 0; i < 16; ++i) block[i] = _mm512_loadu_ps(from + (r0 + i) * ld_from + c0);
+      transpose_16x16(block);
+      for (int c = 0; c < width; ++c) {
+        _mm512_storeu_ps(to + (c0 + c) * ld_to + r0, block[c]);
+        if (to16)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(to16 + (c0 + c) * ld_to + r0),
+                              round_16(block[c]));
+      }
+    }
+  }
+}
+
+void configure_tiles() {
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+}
+
+void release_tiles() { _tile_release(); }
+
+void gemm(int M, int N, int K, const bf16* A, size_t lda, const bf16* B, size_t panel_stride,
+          float* C, size_t ldc, bool accumulate) {
+  // A 32 x 32 block of C at a time in four tiles (0-3), from two A tiles (4, 5: rows m and
+  // m + 16) and two B tiles (6, 7: columns n and n + 16), 32 of K a step.
+  const size_t a_stride = lda * sizeof(bf16), c_stride = ldc * sizeof(float);
+  for (int m = 0; m < M; m += 32) {
+    for (int n = 0; n < N; n += 32) {
+      float* c = C + m * ldc + n;
+      if (accumulate) {
+        _tile_loadd(0, c, c_stride);
+        _tile_loadd(1, c + 16, c_stride);
+        _tile_loadd(2, c + 16 * ldc, c_stride);
+        _tile_loadd(3, c + 16 * ldc + 16, c_stride);
+      } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+      }
+      const bf16* b_left = B + (n / 16) * panel_stride;
+      const bf16* b_right = b_left + panel_stride;
+      for (int k = 0; k < K; k += 32) {
+        _tile_loadd(4, A + m * lda + k, a_stride);
+        _tile_loadd(5, A + (m + 16) * lda + k, a_stride);
+        _tile_loadd(6, b_left + 16 * k, 64);  // pair row k / 2: 32 bf16 each
+        _tile_loadd(7, b_right + 16 * k, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, c, c_stride);
+      _tile_stored(1, c + 16, c_stride);
+      _tile_stored(2, c + 16 * ldc, c_stride);
+      _tile_stored(3, c + 16 * ldc + 16, c_stride);
+    }
+  }
+}
+
+}  // namespace folio::cpu::amx
+
+#else  // no AMX in this build: attention keeps its fp32 products
+
+#include <cstdlib>
+
+namespace folio::cpu::amx {
+bool available() { return false; }
+void pack_panels(bf16*, size_t, const float*, size_t, int, int, int, int) { std::abort(); }
+void pack_panels_transposed(bf16*, size_t, const float*, size_t, int, int, int, int) {
+  std::abort();
+}
+void round_rows(bf16*, size_t, const float*, size_t, int, int, int) { std::abort(); }
+void round_transposed(bf16*, size_t, const float*, size_t, int, int, int) { std::abort(); }
+void transpose(float*, size_t, bf16*, const float*, size_t, int, int) { std::abort(); }
+void configure_tiles() { std::abort(); }
+void release_tiles() { std::abort(); }
+void gemm(int, int, int, const bf16*, size_t, const bf16*, size_t, float*, size_t, bool) {
+  std::abort();
+}
+}  // namespace folio::cpu::amx
+
+#endif

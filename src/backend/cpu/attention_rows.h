@@ -1,0 +1,110 @@
+// What attention's two CPU paths share (attention.cpp: fp32 products by sgemm; attention_tiles.cpp:
+// bf16 products on AMX tiles): the strip height, one query row's causal softmax, the row's dropout
+// multipliers, and the bf16 copy of a head's slice for the product that reads it next.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/backend.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/vector_math.h"
+
+namespace folio {
+inline namespace FOLIO_CPU_VARIANT {
+namespace attention_rows {
+
+// Query rows per strip: a strip holds whole rows of scores, so the softmax is the exact two-pass
+// one. 64 rows x T columns of fp32 scores stay in the core's L2 cache up to T = 2048.
+constexpr int kRowBlock = 64;
+
+// Where one (sample, head) pair's slices start: q in qkv (and dq in dqkv) with k A and v 2A
+// columns after it, rows 3A apart; the head's columns of out (and d_out), rows A apart; its
+// rows' log-sum-exps.
+struct HeadSlices {
+  int b, h;
+  size_t q, out, lse;
+  HeadSlices(int pair, int T, int H, int hs)
+      : b(pair / H),
+        h(pair % H),
+        q(static_cast<size_t>(b) * T * 3 * H * hs + static_cast<size_t>(h) * hs),
+        out(static_cast<size_t>(b) * T * H * hs + static_cast<size_t>(h) * hs),
+        lse(static_cast<size_t>(pair) * T) {}
+};
+
+// Turns scores s[0..i] of query row i, times `scale`, into probabilities, zeroes s[i+1..width),
+// and returns the row's log-sum-exp of the scaled scores, max + log(sum of exp(s - max)).
+inline float causal_softmax_row(float* row, int i, int width, float scale) {
+  const float max_score = cpu::row_max(row, i + 1);  // scale > 0: the max of the scaled row too
+  float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+  for (int j = 0; j <= i; ++j) {
+    row[j] = cpu::vexp((row[j] - max_score) * scale);
+    total += row[j];
+  }
+  const float inverse = 1.0f / total;
+#pragma omp simd
+  for (int j = 0; j <= i; ++j) row[j] *= inverse;
+  std::fill(row + i + 1, row + width, 0.0f);
+  return max_score * scale + std::log(total);
+}
+
+// multipliers[0..i] = mask * 1/(1-p) of query row i's weights: element (h * T + i) * T + j of
+// sample b's stream, the counters the reference and the GPU use.
+inline void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout, int b, int h,
+                                 int T, int i) {
+  cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(b),
+                           (static_cast<uint64_t>(h) * T + i) * T, static_cast<size_t>(i) + 1);
+}
+
+// Query row i of a strip in the backward pass, over `width` columns (zero beyond i on return):
+// p holds the row's scores, which become its probabilities exp(score * score_scale - lse); g
+// holds d(weights), which becomes d(scores); w (with dropout) gets the weights that multiplied v.
+// `scale` is the score scale 1/sqrt(head_size), by which d(scores) is multiplied; score_scale is
+// 1 when the product already applied it to p.
+struct BackwardRow {
+  float* p;
+  float* g;
+  float* w;
+  int i;
+  float log_sum_exp;
+};
+inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
+                                   float scale, float* multipliers, const DropoutSpec& dropout,
+                                   int b, int h, int T) {
+  float* p = row.p;
+  float* g = row.g;
+  const int i = row.i;
+#pragma omp simd
+  for (int j = 0; j <= i; ++j) p[j] = cpu::vexp(p[j] * score_scale - row.log_sum_exp);
+  std::fill(p + i + 1, p + width, 0.0f);
+  if (dropout.active()) {
+    draw_row_multipliers(multipliers, dropout, b, h, T, i);
+#pragma omp simd
+    for (int j = 0; j <= i; ++j) {
+      row.w[j] = p[j] * multipliers[j];
+      g[j] *= multipliers[j];  // through the dropout: d(probabilities)
+    }
+    std::fill(row.w + i + 1, row.w + width, 0.0f);
+  }
+  // Through the softmax: ds = p * (dp - sum_j p_j dp_j), times the score scale.
+  const float p_dot_dp = cpu::row_dot(p, g, i + 1);
+#pragma omp simd
+  for (int j = 0; j <= i; ++j) g[j] = p[j] * (g[j] - p_dot_dp) * scale;
+  std::fill(g + i + 1, g + width, 0.0f);
+}
+
+// to[r * ld + c] = bf16 of from[r * ld + c] for rows [0, rows) and columns [0, cols): one head's
+// slice of a (rows, ld) tensor, rounded for the product that reads the tensor next.
+inline void round_rows(cpu::bf16* to, const float* from, int rows, int cols, int ld) {
+  for (int r = 0; r < rows; ++r) {
+    const float* x = from + static_cast<size_t>(r) * ld;
+    cpu::bf16* y = to + static_cast<size_t>(r) * ld;
+#pragma omp simd
+    for (int c = 0; c < cols; ++c) y[c] = cpu::to_bf16(x[c]);
+  }
+}
+
+}  // namespace attention_rows
+}  // namespace FOLIO_CPU_VARIANT
+}  // namespace folio

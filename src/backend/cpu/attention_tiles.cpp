@@ -1,0 +1,237 @@
+// Causal attention with bf16 products on AMX tiles (--dtype bf16 on a CPU with AMX; see
+// attention.cpp for the strips, the saved log-sum-exp and the recomputation, which are the same).
+//
+// The products take bf16 operands and sum in fp32, as PyTorch's bf16 autocast does for
+// scaled_dot_product_attention; the softmax, the dropout and the softmax's backward stay fp32.
+// Each (sample, head) pair first rounds its slices of q, k, v (and d_out) once into the layouts
+// the tiles read (amx_tiles.h): row-major for a left operand, "VNNI" panels for a right one.
+// Then, per strip of query rows,
+//   forward:  S = q k^T (strip x keys), P = softmax(S * scale) with dropout, out = P v;
+//   backward: S and dP = d_out v^T again, dS from P and dP, then dq = dS k for the strip,
+//             dk^T += q^T dS and dv^T += d_out^T P over the keys the strip saw.
+// dk and dv are gathered transposed (head_size x keys) so that their right operand is the
+// strip's own dS or P, packed straight from the rows just computed; a left operand must be
+// row-major, and q^T, d_out^T are made once per pair instead of transposing every strip.
+//
+// Every dimension a tile covers is padded with zeros to a multiple of 32 (strip rows, keys) or
+// is one already (head_size % 32 == 0, tiles_fit): padded rows and columns add nothing.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/attention_rows.h"
+#include "backend/cpu/cpu_backend.h"
+
+namespace folio {
+
+namespace {
+
+using attention_rows::attention_backward_row;
+using attention_rows::causal_softmax_row;
+using attention_rows::draw_row_multipliers;
+using attention_rows::HeadSlices;
+using attention_rows::kRowBlock;
+using attention_rows::round_rows;
+
+int round_up_32(int n) { return (n + 31) / 32 * 32; }
+
+// Carves a thread's scratch into 64-byte aligned arrays (tile loads are fastest aligned).
+class Carver {
+ public:
+  explicit Carver(float* scratch) : next_(reinterpret_cast<uintptr_t>(scratch)) {}
+  template <typename T>
+  T* take(size_t count) {
+    next_ = (next_ + 63) / 64 * 64;
+    T* taken = reinterpret_cast<T*>(next_);
+    next_ += count * sizeof(T);
+    return taken;
+  }
+  // Floats of scratch that `take`s of these byte counts need, alignment included.
+  static size_t floats_for(std::initializer_list<size_t> bytes) {
+    size_t total = 0;
+    for (size_t b : bytes) total += b + 64;
+    return total / sizeof(float) + 1;
+  }
+
+ private:
+  uintptr_t next_;
+};
+
+// The strip's rows [rows, M) of a rows-by-width fp32 (or bf16) strip: zero, so that padding
+// adds nothing where the strip is a product's inner dimension.
+template <typename T>
+void zero_padding_rows(T* strip, int rows, int M, int width) {
+  std::fill(strip + static_cast<size_t>(rows) * width, strip + static_cast<size_t>(M) * width,
+            T{0});
+}
+
+void round_row(cpu::bf16* to, const float* from, int n) {
+#pragma omp simd
+  for (int j = 0; j < n; ++j) to[j] = cpu::to_bf16(from[j]);
+}
+
+}  // namespace
+
+void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qkv, int B, int T,
+                                         int H, int hs, int q_start, const DropoutSpec& dropout) {
+  const int A = H * hs, ld_qkv = 3 * A;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int Tp = round_up_32(T), Tq = Tp + 32;  // keys padded; query rows with a strip's padding
+  const size_t hs_ = static_cast<size_t>(hs), Tp_ = static_cast<size_t>(Tp);
+  const size_t scratch = Carver::floats_for(
+      {Tq * hs_ * 2, Tp_ * hs_ * 2, Tp_ * hs_ * 2, kRowBlock * Tp_ * 4, kRowBlock * Tp_ * 2,
+       kRowBlock * hs_ * 4, Tp_ * 4});
+  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch);
+  cpu::bf16* out16 = q_start == 0 ? bf16_output(kOperandA, out, size_t(B) * T * A) : nullptr;
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int pair = 0; pair < B * H; ++pair) {
+    const HeadSlices head(pair, T, H, hs);
+    const int b = head.b, h = head.h;
+    const float* q = qkv + head.q;
+    const float* k = q + A;
+    const float* v = q + 2 * A;
+    float* o = out + head.out;
+    float* row_lse = lse + head.lse;
+    Carver carve(attention_scratch(omp_get_thread_num(), scratch));
+    cpu::bf16* q16 = carve.take<cpu::bf16>(Tq * hs_);        // rows of q, row-major
+    cpu::bf16* k_panels = carve.take<cpu::bf16>(Tp_ * hs_);  // k^T: head_size x keys
+    cpu::bf16* v_panels = carve.take<cpu::bf16>(Tp_ * hs_);  // v: keys x head_size
+    float* strip = carve.take<float>(kRowBlock * Tp_);       // scores, then probabilities
+    cpu::bf16* p16 = carve.take<cpu::bf16>(kRowBlock * Tp_);
+    float* o_strip = carve.take<float>(kRowBlock * hs_);
+    float* multipliers = carve.take<float>(Tp_);
+
+    cpu::amx::configure_tiles();
+    const int rows_q = T - q_start;
+    cpu::amx::round_rows(q16 + q_start * hs_, hs_, q + static_cast<size_t>(q_start) * ld_qkv,
+                         ld_qkv, rows_q, hs, rows_q + 32);
+    cpu::amx::pack_panels_transposed(k_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
+    cpu::amx::pack_panels(v_panels, 16 * Tp_, v, ld_qkv, T, hs, Tp, hs);
+
+    for (int r0 = q_start; r0 < T; r0 += kRowBlock) {
+      const int r1 = std::min(r0 + kRowBlock, T), rows = r1 - r0;
+      const int M = round_up_32(rows), N = round_up_32(r1);  // rows r0..r1-1 see keys 0..r1-1
+      cpu::amx::gemm(M, N, hs, q16 + r0 * hs_, hs_, k_panels, 16 * hs_, strip, N, false);
+      for (int i = r0; i < r1; ++i) {
+        float* p = strip + static_cast<size_t>(i - r0) * N;
+        row_lse[i] = causal_softmax_row(p, i, N, scale);
+        if (dropout.active()) {  // the weights that multiply v; the backward pass redraws them
+          draw_row_multipliers(multipliers, dropout, b, h, T, i);
+#pragma omp simd
+          for (int j = 0; j <= i; ++j) p[j] *= multipliers[j];
+        }
+        round_row(p16 + static_cast<size_t>(i - r0) * N, p, N);
+      }
+      zero_padding_rows(p16, rows, M, N);
+      cpu::amx::gemm(M, hs, N, p16, N, v_panels, 16 * Tp_, o_strip, hs_, false);
+      for (int i = 0; i < rows; ++i)
+        std::copy_n(o_strip + i * hs_, hs, o + static_cast<size_t>(r0 + i) * A);
+      if (out16)
+        round_rows(out16 + (o - out) + static_cast<size_t>(r0) * A, o + static_cast<size_t>(r0) * A,
+                   rows, hs, A);
+    }
+    cpu::amx::release_tiles();
+  }
+}
+
+void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const float* qkv,
+                                          const float* lse, int B, int T, int H, int hs,
+                                          const DropoutSpec& dropout) {
+  const int A = H * hs, ld_qkv = 3 * A;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int Tp = round_up_32(T), Tq = Tp + 32;
+  const size_t hs_ = static_cast<size_t>(hs), Tp_ = static_cast<size_t>(Tp),
+               Tq_ = static_cast<size_t>(Tq), strip_ = kRowBlock * Tp_;
+  const size_t scratch = Carver::floats_for(
+      {Tq_ * hs_ * 2, Tq_ * hs_ * 2, Tp_ * hs_ * 2, Tp_ * hs_ * 2, Tp_ * hs_ * 2, hs_ * Tq_ * 2,
+       hs_ * Tq_ * 2, hs_ * Tp_ * 4, hs_ * Tp_ * 4, strip_ * 4, strip_ * 4, strip_ * 4,
+       strip_ * 2, strip_ * 2, strip_ * 2, kRowBlock * hs_ * 4, Tp_ * 4});
+  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch);
+  cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int pair = 0; pair < B * H; ++pair) {
+    const HeadSlices head(pair, T, H, hs);
+    const int b = head.b, h = head.h;
+    const float* q = qkv + head.q;
+    const float* k = q + A;
+    const float* v = q + 2 * A;
+    float* dq = dqkv + head.q;
+    float* dk = dq + A;
+    float* dv = dq + 2 * A;
+    const float* d_o = dout + head.out;
+    const float* row_lse = lse + head.lse;
+
+    Carver carve(attention_scratch(omp_get_thread_num(), scratch));
+    cpu::bf16* q16 = carve.take<cpu::bf16>(Tq_ * hs_);           // left operands, row-major
+    cpu::bf16* d_o16 = carve.take<cpu::bf16>(Tq_ * hs_);
+    cpu::bf16* k_t_panels = carve.take<cpu::bf16>(Tp_ * hs_);    // k^T, for S = q k^T
+    cpu::bf16* v_t_panels = carve.take<cpu::bf16>(Tp_ * hs_);    // v^T, for dP = d_out v^T
+    cpu::bf16* k_panels = carve.take<cpu::bf16>(Tp_ * hs_);      // k, for dq = dS k
+    cpu::bf16* q_t16 = carve.take<cpu::bf16>(hs_ * Tq_);         // q^T, for dk^T = q^T dS
+    cpu::bf16* d_o_t16 = carve.take<cpu::bf16>(hs_ * Tq_);       // d_out^T, for dv^T
+    float* dk_t = carve.take<float>(hs_ * Tp_);                  // head_size x keys
+    float* dv_t = carve.take<float>(hs_ * Tp_);
+    float* probs = carve.take<float>(strip_);                    // S, then P
+    float* grad = carve.take<float>(strip_);                     // dP, then dS
+    float* dropped = carve.take<float>(strip_);                  // P with dropout
+    cpu::bf16* grad16 = carve.take<cpu::bf16>(strip_);           // dS, row-major
+    cpu::bf16* grad_panels = carve.take<cpu::bf16>(strip_);      // dS, right operand
+    cpu::bf16* weight_panels = carve.take<cpu::bf16>(strip_);    // P with dropout, right operand
+    float* dq_strip = carve.take<float>(kRowBlock * hs_);
+    float* multipliers = carve.take<float>(Tp_);
+
+    cpu::amx::configure_tiles();
+    cpu::amx::round_rows(q16, hs_, q, ld_qkv, T, hs, Tq);
+    cpu::amx::round_rows(d_o16, hs_, d_o, A, T, hs, Tq);
+    cpu::amx::pack_panels_transposed(k_t_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
+    cpu::amx::pack_panels_transposed(v_t_panels, 16 * hs_, v, ld_qkv, hs, T, hs, Tp);
+    cpu::amx::pack_panels(k_panels, 16 * Tp_, k, ld_qkv, T, hs, Tp, hs);
+    cpu::amx::round_transposed(q_t16, Tq_, q, ld_qkv, T, hs, Tq);
+    cpu::amx::round_transposed(d_o_t16, Tq_, d_o, A, T, hs, Tq);
+    std::fill_n(dk_t, hs_ * Tp_, 0.0f);
+    std::fill_n(dv_t, hs_ * Tp_, 0.0f);
+
+    for (int r0 = 0; r0 < T; r0 += kRowBlock) {
+      const int r1 = std::min(r0 + kRowBlock, T), rows = r1 - r0;
+      const int M = round_up_32(rows), N = round_up_32(r1);
+      // The strip's scores again (P = exp(S * scale - lse)) and d(weights) = d_out v^T.
+      cpu::amx::gemm(M, N, hs, q16 + r0 * hs_, hs_, k_t_panels, 16 * hs_, probs, N, false);
+      cpu::amx::gemm(M, N, hs, d_o16 + r0 * hs_, hs_, v_t_panels, 16 * hs_, grad, N, false);
+      for (int i = r0; i < r1; ++i) {
+        const size_t offset = static_cast<size_t>(i - r0) * N;
+        attention_backward_row({probs + offset, grad + offset, dropped + offset, i, row_lse[i]},
+                               N, scale, scale, multipliers, dropout, b, h, T);
+        round_row(grad16 + offset, grad + offset, N);
+      }
+      float* weights = dropout.active() ? dropped : probs;
+      zero_padding_rows(weights, rows, M, N);
+      zero_padding_rows(grad, rows, M, N);
+      zero_padding_rows(grad16, rows, M, N);
+      // dv^T += d_out^T P and dk^T += q^T dS over the strip's rows; dq = dS k for its rows.
+      cpu::amx::pack_panels(weight_panels, 16 * static_cast<size_t>(M), weights, N, M, N, M, N);
+      cpu::amx::pack_panels(grad_panels, 16 * static_cast<size_t>(M), grad, N, M, N, M, N);
+      cpu::amx::gemm(hs, N, M, d_o_t16 + r0, Tq_, weight_panels, 16 * static_cast<size_t>(M),
+                     dv_t, Tp_, true);
+      cpu::amx::gemm(hs, N, M, q_t16 + r0, Tq_, grad_panels, 16 * static_cast<size_t>(M), dk_t,
+                     Tp_, true);
+      cpu::amx::gemm(M, hs, N, grad16, N, k_panels, 16 * Tp_, dq_strip, hs_, false);
+      for (int i = 0; i < rows; ++i)
+        std::copy_n(dq_strip + i * hs_, hs, dq + static_cast<size_t>(r0 + i) * ld_qkv);
+    }
+    cpu::amx::release_tiles();
+    // The head's dq, dk and dv are final: dk and dv back from head_size x keys, and all three
+    // rounded for the qkv layer's products.
+    auto copy16 = [&](const float* part) { return dqkv16 ? dqkv16 + (part - dqkv) : nullptr; };
+    cpu::amx::transpose(dk, ld_qkv, copy16(dk), dk_t, Tp_, hs, T);
+    cpu::amx::transpose(dv, ld_qkv, copy16(dv), dv_t, Tp_, hs, T);
+    if (dqkv16) round_rows(copy16(dq), dq, T, hs, ld_qkv);
+  }
+}
+
+}  // namespace folio
