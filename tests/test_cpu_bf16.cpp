@@ -187,7 +187,7 @@ TEST(CpuBf16, ParameterMirrorFollowsEveryWriteToTheWeights) {
 TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
   std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
   Backend& be = *backend;
-  const int B = 2, T = 37, H = 3, hs = 8, A = H * hs, C = 24, F = 4 * C, OC = 29;
+  const int B = 2, T = 37, H = 3, hs = 8, C = 24, F = 4 * C, OC = 29;
   const int N = B * T;
   std::vector<DeviceBuffer> buffers;
   auto buffer = [&](size_t n, uint32_t seed) {

@@ -171,6 +171,30 @@ void round_transposed(bf16* to, size_t ld_to, const float* from, size_t ld_from,
   }
 }
 
+namespace {
+// Whole cache lines of fp32 results bypass the cache: attention's fp32 outputs are read much
+// later, if at all (the products read the bf16 copies), and a store that misses would first
+// read the line it overwrites. Unaligned rows are stored as usual.
+inline void store_16(float* to, __m512 x) {
+  if ((reinterpret_cast<uintptr_t>(to) & 63) == 0)
+    _mm512_stream_ps(to, x);
+  else
+    _mm512_storeu_ps(to, x);
+}
+}  // namespace
+
+void store_rows(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
+                int cols) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; c += 16) {
+      const __m512 x = _mm512_loadu_ps(from + r * ld_from + c);
+      store_16(to + r * ld_to + c, x);
+      if (to16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to16 + r * ld_to + c), round_16(x));
+    }
+  _mm_sfence();  // the streamed stores are visible before anything reads them
+}
+
 void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
                int cols) {
   for (int c0 = 0; c0 < cols; c0 += 16) {
@@ -180,13 +204,14 @@ void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld
       for (int i = 0; i < 16; ++i) block[i] = _mm512_loadu_ps(from + (r0 + i) * ld_from + c0);
       transpose_16x16(block);
       for (int c = 0; c < width; ++c) {
-        _mm512_storeu_ps(to + (c0 + c) * ld_to + r0, block[c]);
+        store_16(to + (c0 + c) * ld_to + r0, block[c]);
         if (to16)
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(to16 + (c0 + c) * ld_to + r0),
                               round_16(block[c]));
       }
     }
   }
+  _mm_sfence();  // the streamed stores are visible before anything reads them
 }
 
 void configure_tiles() {
@@ -250,6 +275,7 @@ void pack_panels_transposed(bf16*, size_t, const float*, size_t, int, int, int, 
 void round_rows(bf16*, size_t, const float*, size_t, int, int, int) { std::abort(); }
 void round_transposed(bf16*, size_t, const float*, size_t, int, int, int) { std::abort(); }
 void transpose(float*, size_t, bf16*, const float*, size_t, int, int) { std::abort(); }
+void store_rows(float*, size_t, bf16*, const float*, size_t, int, int) { std::abort(); }
 void configure_tiles() { std::abort(); }
 void release_tiles() { std::abort(); }
 void gemm(int, int, int, const bf16*, size_t, const bf16*, size_t, float*, size_t, bool) {

@@ -48,6 +48,12 @@ void round_transposed(bf16* to, size_t ld_to, const float* from, size_t ld_from,
 // to the next multiple of 16 columns.
 void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
                int cols);
+// to[r * ld_to + c] = from[r * ld_from + c] for r < rows, c < cols (a multiple of 16), and the
+// same rounded into to16 (laid out as `to`) unless it is null.
+void store_rows(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
+                int cols);
+// Both write `to` with streaming stores where its rows are 64-byte aligned: attention's fp32
+// results bypass the cache (the products after it read the bf16 copies).
 
 // The tile registers' shapes, loaded on the calling thread before its first gemm (a thread's
 // configuration is its own, and oneDNN's AMX kernels load theirs), and released after the last:

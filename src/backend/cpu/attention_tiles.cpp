@@ -35,7 +35,6 @@ using attention_rows::causal_softmax_row;
 using attention_rows::draw_row_multipliers;
 using attention_rows::HeadSlices;
 using attention_rows::kRowBlock;
-using attention_rows::round_rows;
 
 int round_up_32(int n) { return (n + 31) / 32 * 32; }
 
@@ -129,11 +128,9 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
       }
       zero_padding_rows(p16, rows, M, N);
       cpu::amx::gemm(M, hs, N, p16, N, v_panels, 16 * Tp_, o_strip, hs_, false);
-      for (int i = 0; i < rows; ++i)
-        std::copy_n(o_strip + i * hs_, hs, o + static_cast<size_t>(r0 + i) * A);
-      if (out16)
-        round_rows(out16 + (o - out) + static_cast<size_t>(r0) * A, o + static_cast<size_t>(r0) * A,
-                   rows, hs, A);
+      const size_t first = (o - out) + static_cast<size_t>(r0) * A;
+      cpu::amx::store_rows(out + first, A, out16 ? out16 + first : nullptr, o_strip, hs_, rows,
+                           hs);
     }
     cpu::amx::release_tiles();
   }
@@ -186,6 +183,8 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
     float* dq_strip = carve.take<float>(kRowBlock * hs_);
     float* multipliers = carve.take<float>(Tp_);
 
+    // Where a part of the head's gradient gets its bf16 copy, for the qkv layer's products.
+    auto copy16 = [&](const float* part) { return dqkv16 ? dqkv16 + (part - dqkv) : nullptr; };
     cpu::amx::configure_tiles();
     cpu::amx::round_rows(q16, hs_, q, ld_qkv, T, hs, Tq);
     cpu::amx::round_rows(d_o16, hs_, d_o, A, T, hs, Tq);
@@ -221,16 +220,13 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
       cpu::amx::gemm(hs, N, M, q_t16 + r0, Tq_, grad_panels, 16 * static_cast<size_t>(M), dk_t,
                      Tp_, true);
       cpu::amx::gemm(M, hs, N, grad16, N, k_panels, 16 * Tp_, dq_strip, hs_, false);
-      for (int i = 0; i < rows; ++i)
-        std::copy_n(dq_strip + i * hs_, hs, dq + static_cast<size_t>(r0 + i) * ld_qkv);
+      float* dq_rows = dq + static_cast<size_t>(r0) * ld_qkv;
+      cpu::amx::store_rows(dq_rows, ld_qkv, copy16(dq_rows), dq_strip, hs_, rows, hs);
     }
     cpu::amx::release_tiles();
-    // The head's dq, dk and dv are final: dk and dv back from head_size x keys, and all three
-    // rounded for the qkv layer's products.
-    auto copy16 = [&](const float* part) { return dqkv16 ? dqkv16 + (part - dqkv) : nullptr; };
+    // The head's dk and dv are final: back from head_size x keys, with their bf16 copies.
     cpu::amx::transpose(dk, ld_qkv, copy16(dk), dk_t, Tp_, hs, T);
     cpu::amx::transpose(dv, ld_qkv, copy16(dv), dv_t, Tp_, hs, T);
-    if (dqkv16) round_rows(copy16(dq), dq, T, hs, ld_qkv);
   }
 }
 
