@@ -43,10 +43,12 @@ std::string small_checkpoint() {
   return bytes;
 }
 
-// Loaded as a model is: the header checked, then every value read (and checked) as it is written.
+// Loaded as a model is: the header checked, then every value read (and checked, with the data
+// checksum, on that one pass) as it is written.
 LoadedCheckpoint load(const std::string& bytes, const Vocabulary* data_vocabulary = nullptr) {
-  LoadedCheckpoint loaded = load_checkpoint(SafetensorsFile::parse(bytes, "damaged.safetensors"),
-                                            Config{}, data_vocabulary);
+  LoadedCheckpoint loaded =
+      load_checkpoint(SafetensorsFile::parse(bytes, "damaged.safetensors", DataCheck::kInOnePass),
+                      Config{}, data_vocabulary);
   loaded.parameters->read_all();
   return loaded;
 }

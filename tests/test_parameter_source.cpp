@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -169,8 +170,13 @@ TEST(ParameterSource, DamageFoundOnReadingTheFileNamesIt) {
   std::string flipped = good;
   flipped.back() = static_cast<char>(flipped.back() ^ 4);
   const std::string flipped_path = dir.write("flipped.safetensors", flipped);
-  std::string message = error_message([&] { load_checkpoint(flipped_path, Config{}, nullptr); });
-  EXPECT_NE(message.find("checkpoint " + flipped_path + " is damaged"), std::string::npos)
+  // Its header is sound: the damage is found on the one pass that reads the values.
+  const LoadedCheckpoint damaged = load_checkpoint(flipped_path, Config{}, nullptr);
+  std::string message = error_message([&] { damaged.parameters->read_all(); });
+  EXPECT_NE(message.find("checkpoint " + flipped_path +
+                         " is damaged: its tensor data does not match the checksum stored in "
+                         "it: re-download it or use another checkpoint"),
+            std::string::npos)
       << message;
   // Cut short by one byte.
   const std::string cut = dir.write("cut.safetensors", good.substr(0, good.size() - 1));
@@ -189,10 +195,9 @@ TEST(ParameterSource, DamageFoundOnReadingTheFileNamesIt) {
       << message;
 }
 
-// A tied head is stored twice (as PyTorch's state_dict holds it): the copy must equal the
-// embedding, compared as the values are read.
-TEST(ParameterSource, ATiedHeadThatDiffersFromTheEmbeddingIsRefused) {
-  TempDir dir;
+// A small model with a tied head, saved to dir/tied.safetensors (which holds the head twice, as
+// PyTorch's state_dict does).
+void save_tied_model(const TempDir& dir) {
   Config config;
   config.n_layer = 1, config.n_head = 2, config.n_embd = 4, config.block_size = 4;
   config.tie_weights = true;
@@ -201,6 +206,13 @@ TEST(ParameterSource, ATiedHeadThatDiffersFromTheEmbeddingIsRefused) {
   GPT model(*backend, ModelShape::from_config(config, vocabulary.size()));
   model.initialize(3, 0.02, false);
   save_checkpoint(dir.file("tied.safetensors"), model, config, vocabulary, 1, 1, 1);
+}
+
+// A tied head is stored twice (as PyTorch's state_dict holds it): the copy must equal the
+// embedding, compared as the values are read.
+TEST(ParameterSource, ATiedHeadThatDiffersFromTheEmbeddingIsRefused) {
+  TempDir dir;
+  save_tied_model(dir);
   // The lowest bit of the copy's first value flipped, the checksums dropped.
   testing::SafetensorsParts parts =
       testing::split_safetensors(read_all(dir.file("tied.safetensors")));
@@ -213,6 +225,84 @@ TEST(ParameterSource, ATiedHeadThatDiffersFromTheEmbeddingIsRefused) {
                          "config ties them"),
             std::string::npos)
       << message;
+}
+
+// The file is read once: opening it reads the header alone, and the data checksum is checked on
+// the pass that writes the values into the model. A byte changed after opening (before that
+// pass) is found by it, so the values a model gets are the bytes that were checked; the model
+// written from them is then not to be used, which the commands ensure by ending on the error.
+TEST(ParameterSource, TheDataChecksumIsCheckedOnThePassThatReadsTheValues) {
+  TempDir dir;
+  const SavedModel saved = save_wide_model(dir);
+  const LoadedCheckpoint loaded = load_checkpoint(saved.path, Config{}, nullptr);
+  const std::string good = read_all(saved.path);
+  {
+    std::fstream file(saved.path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(good.size() / 2));  // the middle of the data section
+    file.put(static_cast<char>(good[good.size() / 2] ^ 0x10));
+  }
+  GPT model(*saved.backend, loaded.shape);
+  const std::string message = error_message([&] { loaded.parameters->write_into(model); });
+  EXPECT_EQ(message, "checkpoint " + saved.path +
+                         " is damaged: its tensor data does not match the checksum stored in it: "
+                         "re-download it or use another checkpoint");
+}
+
+// A flipped bit that turns a weight into a NaN is damage, and is named as such (the data
+// checksum is checked at the end of the pass that met the NaN), not as a NaN the model holds.
+TEST(ParameterSource, ANaNMadeByDamageIsReportedAsDamage) {
+  TempDir dir;
+  const SavedModel saved = save_wide_model(dir);
+  testing::SafetensorsParts parts = testing::split_safetensors(read_all(saved.path));
+  const size_t header_size = read_all(saved.path).size() - parts.data.size();
+  const size_t at = header_size + parts.header["ln_f.weight"]["data_offsets"][0].get<size_t>();
+  std::string damaged = read_all(saved.path);
+  damaged[at + 3] = static_cast<char>(damaged[at + 3] | 0x7F);  // sign and exponent bits: ±Inf or
+  damaged[at + 2] = static_cast<char>(damaged[at + 2] | 0x80);  // NaN, whatever the value was
+  const std::string path = dir.write("nan.safetensors", damaged);
+  const LoadedCheckpoint loaded = load_checkpoint(path, Config{}, nullptr);
+  const std::string message = error_message([&] { loaded.parameters->read_all(); });
+  EXPECT_NE(message.find(path + " is damaged: its tensor data does not match"), std::string::npos)
+      << message;
+}
+
+// A tied head stored before the embedding it copies (the file's order is the writer's): the
+// later of the two is compared with the earlier as it passes, whichever it is.
+TEST(ParameterSource, ATiedHeadStoredBeforeTheEmbeddingIsComparedToo) {
+  TempDir dir;
+  save_tied_model(dir);
+  const SafetensorsFile saved = SafetensorsFile::read(dir.file("tied.safetensors"));
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<float>> tensors;
+  for (const SafetensorsTensor& tensor : saved.tensors()) {  // the head first
+    const bool head = tensor.name == "lm_head.weight";
+    names.insert(head ? names.begin() : names.end(), tensor.name);
+    shapes.insert(head ? shapes.begin() : shapes.end(), tensor.shape);
+    tensors.insert(head ? tensors.begin() : tensors.end(), saved.to_float32(tensor));
+  }
+  ASSERT_EQ(names.front(), "lm_head.weight");
+  for (const bool differs : {false, true}) {
+    if (differs) tensors.front().back() += 1.0f;  // the head's last value
+    std::vector<TensorToWrite> written;
+    for (size_t i = 0; i < names.size(); ++i)
+      written.push_back({names[i], shapes[i], tensors[i].data()});
+    write_safetensors(dir.file("head_first.safetensors"), written, saved.metadata());
+    const LoadedCheckpoint loaded =
+        load_checkpoint(dir.file("head_first.safetensors"), Config{}, nullptr);
+    ASSERT_LT(
+        SafetensorsFile::read(dir.file("head_first.safetensors")).find("lm_head.weight")->begin,
+        SafetensorsFile::read(dir.file("head_first.safetensors"))
+            .find("token_embedding_table.weight")
+            ->begin);
+    const std::string message = error_message([&] { loaded.parameters->read_all(); });
+    if (differs)
+      EXPECT_NE(message.find("lm_head.weight differs from token_embedding_table.weight"),
+                std::string::npos)
+          << message;
+    else
+      EXPECT_EQ(message, "");
+  }
 }
 
 }  // namespace

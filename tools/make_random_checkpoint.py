@@ -1,8 +1,8 @@
 """A folio checkpoint of random weights for a GPT-2 size, written a tensor at a time.
 
 Measuring what sampling from gpt2-xl costs needs a gpt2-xl checkpoint, and folio's own ways to
-write one (`folio train --max_iters 0`, `folio import` of a Hugging Face folder) hold the model
-with its gradients and optimizer state, or the whole file, in memory: 4x the 6.2 GB of weights.
+write one need more: `folio train --max_iters 0` holds the model with its gradients and optimizer
+state (4x the 6.2 GB of weights), `folio import` a gpt2-xl Hugging Face folder to start from.
 This script writes the file itself, in folio's format, holding at most one tensor (and the token
 embedding, which the file stores twice as the tied head) in memory. Pure Python, no numpy.
 

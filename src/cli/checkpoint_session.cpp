@@ -28,8 +28,9 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
                                   const Config& base_config, bool needs_data) {
   CheckpointSession session;
   session.data_path = data_path;
-  // The header only: the values go from the file straight into the model below.
-  const SafetensorsFile file = SafetensorsFile::read(checkpoint_path);
+  // The header only: the values go from the file straight into the model below, their checksum
+  // checked on the same pass; if it fails, write_into throws and the model is never used.
+  const SafetensorsFile file = SafetensorsFile::read(checkpoint_path, DataCheck::kInOnePass);
   const bool written_by_folio = is_folio_checkpoint(file);
   if (written_by_folio) {
     // It has its own vocabulary: the text is read (or fetched) only once the model holds the

@@ -8,6 +8,7 @@
 #include "core/sha256.h"
 #include "data/text_dataset.h"
 #include "io/checkpoint_summary.h"
+#include "io/safetensors.h"
 
 namespace folio {
 
@@ -39,10 +40,13 @@ int info_command(Arguments& arguments) {
 
   std::optional<TextDataset> data;
   if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);
-  const LoadedCheckpoint checkpoint =
-      load_checkpoint(*path, base, data ? &data->vocabulary : nullptr);
-  // Every value is read and checked (finite, a tied head equal to the embedding), none kept.
+  LoadedCheckpoint checkpoint = load_checkpoint(*path, base, data ? &data->vocabulary : nullptr);
+  // Every value is read and checked (the data checksum, finite, a tied head equal to the
+  // embedding), none kept.
   checkpoint.parameters->write([](size_t, const float*, size_t) {});
+  // A file from elsewhere records no data checksum: show the one of its tensors as stored.
+  if (checkpoint.data_sha256.empty())
+    checkpoint.data_sha256 = SafetensorsFile::read(*path, DataCheck::kInOnePass).data_sha256();
   const CheckpointSummary summary{checkpoint, sha256_file_hex(*path)};
   if (as_json) std::cout << summary_json(summary).dump(2) << "\n";
   else std::cout << summary_text(summary);

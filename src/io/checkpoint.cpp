@@ -98,17 +98,14 @@ void save_checkpoint(const std::string& path, const ModelShape& shape,
     if (!std::isfinite(flat[i]))
       throw Error("refusing to write " + path + ": the parameters hold a non-finite value");
   const ParameterLayout layout(shape);
-  const std::vector<NamedTensor> named = to_seed_state_dict(shape, layout, flat);
-  std::vector<TensorToWrite> tensors;
-  for (const NamedTensor& tensor : named)
-    tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
   std::map<std::string, std::string> metadata =
       folio_metadata(kCheckpointFormat, config, tokenizer);
   metadata["step"] = std::to_string(step);
   metadata["train_loss"] = shortest_double(train_loss);
   metadata["val_loss"] = shortest_double(val_loss);
   metadata["parameters"] = std::to_string(layout.saved_total());  // without padding
-  write_safetensors(path, tensors, metadata);
+  // Written from views of `flat`, a chunk at a time: no second copy of the weights.
+  write_safetensors(path, seed_state_dict_views(shape, layout, flat), metadata);
 }
 
 void refuse_training_state(const SafetensorsFile& file) {
@@ -126,7 +123,9 @@ bool is_folio_checkpoint(const SafetensorsFile& file) {
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
                                  const Vocabulary* data_vocabulary) {
-  return load_checkpoint(SafetensorsFile::read(path), base_config, data_vocabulary);
+  // The data checksum is checked as the parameters are read (once), not on opening (twice).
+  return load_checkpoint(SafetensorsFile::read(path, DataCheck::kInOnePass), base_config,
+                         data_vocabulary);
 }
 
 LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base_config,
@@ -169,7 +168,7 @@ LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base
         " values: its config does not match its tensors (damaged?)");
   result.parameters =
       std::make_shared<FileParameters>(from_seed_state_dict(result.shape, layout, file));
-  result.data_sha256 = file.data_sha256();
+  result.data_sha256 = file.stored_data_sha256();
   return result;
 }
 

@@ -30,13 +30,15 @@ struct LoadedCheckpoint {
   Tokenizer tokenizer;
   ModelShape shape;
   // Flat, in the ParameterLayout of `shape`: read from the file when written into a model
-  // (GPT::write_parameters) or read_all(); the values are checked then.
+  // (GPT::write_parameters) or read_all(); the values, and the data checksum, are checked then,
+  // in the same single pass over the file: a model they went into must not be used unless that
+  // returned (see ParameterSource::write).
   std::shared_ptr<const ParameterSource> parameters;
   bool written_by_folio = false;
   int64_t step = -1;                      // -1: not recorded
   double train_loss = -1, val_loss = -1;  // -1: not recorded
   size_t file_size = 0;
-  std::string data_sha256;
+  std::string data_sha256;  // as the file records it (checked with the values); "" without one
 };
 
 // Throws when `file` is folio's training state (state.safetensors), naming the checkpoint to use.
@@ -53,13 +55,15 @@ void save_checkpoint(const std::string& path, const ModelShape& shape,
                      const Tokenizer& tokenizer, int64_t step, double train_loss, double val_loss);
 
 // Reads the file's header and checks everything it says (metadata, config, tensor names, shapes
-// and dtypes, checksums); the values stay in the file until `parameters` is written.
+// and dtypes, the header checksum); the values stay in the file until `parameters` is written,
+// which checks the data checksum as it reads them (DataCheck::kInOnePass).
 // `base_config` and `data_vocabulary` are used only for files without folio metadata; then
 // `data_vocabulary` is required (nullptr is an error saying to pass --data): such files are
 // char models of the seed's structure.
 LoadedCheckpoint load_checkpoint(const std::string& path, const Config& base_config,
                                  const Vocabulary* data_vocabulary);
-// The same from a file already read (or parsed from memory, as the fuzz tests do).
+// The same from a file already read (or parsed from memory, as the fuzz tests do); its data
+// checksum is checked as `file` was opened to (DataCheck).
 LoadedCheckpoint load_checkpoint(const SafetensorsFile& file, const Config& base_config,
                                  const Vocabulary* data_vocabulary);
 

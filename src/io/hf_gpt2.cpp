@@ -62,12 +62,6 @@ std::vector<int64_t> hf_shape(const HfTensor& t, const ParameterTensor& tensor,
   return shape;
 }
 
-size_t element_count(const std::vector<int64_t>& shape) {
-  size_t n = 1;
-  for (int64_t d : shape) n *= static_cast<size_t>(d);
-  return n;
-}
-
 // The bias each HF tensor name implies (C, 3C or 4C values), for tensors folio lacks.
 int64_t hf_bias_size(const std::string& hf_name, const ModelShape& shape) {
   const int64_t C = shape.n_embd;
@@ -76,11 +70,16 @@ int64_t hf_bias_size(const std::string& hf_name, const ModelShape& shape) {
   return C;
 }
 
-std::vector<float> transposed(const std::vector<float>& values, int64_t rows, int64_t cols) {
-  std::vector<float> out(values.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = values[r * cols + c];
-  return out;
+// Elements [first, first + count) of the transpose of the (rows, cols) matrix at `matrix`, in
+// row-major order: a Conv1D weight from folio's matrix (or back), a chunk at a time as it is
+// written, so that no transposed copy of the whole matrix is made.
+void transposed_range(const float* matrix, size_t rows, size_t cols, size_t first, size_t count,
+                      float* out) {
+  size_t c = first / rows, r = first % rows;  // out[i] is matrix[r][c]
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = matrix[r * cols + c];
+    if (++r == rows) r = 0, ++c;
+  }
 }
 
 bool all_zero(const float* values, size_t n) {
@@ -215,7 +214,8 @@ std::vector<float> from_hf_state_dict(const ModelShape& shape, const ParameterLa
   // Files saved from GPT2LMHeadModel prefix the transformer's tensors; from GPT2Model they do not.
   const std::string prefix = file.find("transformer.wte.weight") ? "transformer." : "";
   std::set<std::string> used;
-  auto read = [&](const std::string& name, const std::vector<int64_t>& expected) {
+  auto find = [&](const std::string& name,
+                  const std::vector<int64_t>& expected) -> const SafetensorsTensor& {
     const SafetensorsTensor* tensor = file.find(name);
     if (tensor == nullptr)
       throw Error(file.path() + " lacks tensor " + name +
@@ -223,31 +223,47 @@ std::vector<float> from_hf_state_dict(const ModelShape& shape, const ParameterLa
     if (tensor->shape != expected)
       throw Error(file.path() + ": tensor " + name + " has shape " + shape_text(tensor->shape) +
                   ", but config.json implies " + shape_text(expected));
+    file.require_float(*tensor);
     used.insert(name);
-    return file.to_float32(*tensor);
+    return *tensor;
   };
 
+  // Each tensor read straight into its place (a Conv1D weight through one matrix's copy, to be
+  // transposed): the import holds the model's values once, not a second copy.
   std::vector<float> flat(layout.total(), 0.0f);  // lm_head.bias stays zero: GPT-2 has none
   for (const HfTensor& t : tensor_map(shape)) {
     const std::string name = prefix + t.hf_name;
     const ParameterTensor* target = layout.find(t.folio_name);
     if (target == nullptr) throw Error("internal: no folio tensor " + t.folio_name);
     const std::vector<int64_t> expected = hf_shape(t, *target, shape);
-    std::vector<float> values = read(name, expected);
-    if (t.conv1d_transposed) values = transposed(values, expected[0], expected[1]);
-    std::copy(values.begin(), values.end(), flat.begin() + target->offset);
+    const SafetensorsTensor& tensor = find(name, expected);
+    float* place = flat.data() + target->offset;
+    if (!t.conv1d_transposed) {
+      file.read_float32(tensor, 0, tensor.element_count(), place);
+      continue;
+    }
+    const std::vector<float> conv1d = file.to_float32(tensor);
+    transposed_range(conv1d.data(), expected[0], expected[1], 0, conv1d.size(), place);
   }
   const ParameterTensor& embedding = layout.at("token_embedding_table.weight");
   if (!shape.tie_weights) {
-    const std::vector<float> head = read("lm_head.weight", {shape.vocab_size, shape.n_embd});
-    std::copy(head.begin(), head.end(), flat.begin() + layout.at("lm_head.weight").offset);
+    const SafetensorsTensor& head = find("lm_head.weight", {shape.vocab_size, shape.n_embd});
+    file.read_float32(head, 0, head.element_count(),
+                      flat.data() + layout.at("lm_head.weight").offset);
   } else if (file.find("lm_head.weight") != nullptr) {
-    // save_pretrained leaves the tied head out; torch.save-made files may hold the copy.
-    const std::vector<float> head = read("lm_head.weight", {shape.vocab_size, shape.n_embd});
-    if (!std::equal(head.begin(), head.end(), flat.begin() + embedding.offset))
-      throw Error(file.path() + ": lm_head.weight differs from " + prefix +
-                  "wte.weight, but config.json ties them (tie_word_embeddings): set "
-                  "\"tie_word_embeddings\": false in config.json if the head is its own");
+    // save_pretrained leaves the tied head out; torch.save-made files may hold the copy, which
+    // is compared a chunk at a time.
+    const SafetensorsTensor& head = find("lm_head.weight", {shape.vocab_size, shape.n_embd});
+    constexpr size_t kChunk = SafetensorsFile::kChunkBytes / sizeof(float);
+    std::vector<float> chunk;
+    for (size_t first = 0; first < head.element_count(); first += kChunk) {
+      chunk.resize(std::min(kChunk, head.element_count() - first));
+      file.read_float32(head, first, chunk.size(), chunk.data());
+      if (!std::equal(chunk.begin(), chunk.end(), flat.begin() + embedding.offset + first))
+        throw Error(file.path() + ": lm_head.weight differs from " + prefix +
+                    "wte.weight, but config.json ties them (tie_word_embeddings): set "
+                    "\"tie_word_embeddings\": false in config.json if the head is its own");
+    }
   }
   for (const SafetensorsTensor& tensor : file.tensors()) {
     const std::string& name = tensor.name;
@@ -261,8 +277,9 @@ std::vector<float> from_hf_state_dict(const ModelShape& shape, const ParameterLa
   return flat;
 }
 
-std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const ParameterLayout& layout,
-                                          const std::vector<float>& flat) {
+std::vector<TensorToWrite> hf_state_dict_views(const ModelShape& shape,
+                                               const ParameterLayout& layout,
+                                               const std::vector<float>& flat) {
   if (shape.head_size * shape.n_head != shape.n_embd)
     throw Error("the model's heads are " + std::to_string(shape.n_head) + " x " +
                 std::to_string(shape.head_size) + " wide, not n_embd (" +
@@ -276,30 +293,33 @@ std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const Paramet
     throw Error(
         "the model has a non-zero lm_head.bias, which GPT-2's head does not have: only "
         "models whose head has no bias (or a zero one) can be exported");
-  std::vector<NamedTensor> out;
+  std::vector<TensorToWrite> out;
   for (const HfTensor& t : tensor_map(shape)) {
     const std::string name = "transformer." + t.hf_name;
     const ParameterTensor* source = layout.find(t.folio_name);
     if (source == nullptr) {  // a bias the model has not (bias or qkv_bias false): a zero one
       const int64_t size = t.hf_name.ends_with(".bias") ? hf_bias_size(t.hf_name, shape) : 0;
       if (size == 0) throw Error("internal: no folio tensor " + t.folio_name);
-      out.push_back({name, {size}, std::vector<float>(size, 0.0f)});
+      out.push_back({name, {size}, [](size_t, size_t count, float* values) {
+                       std::fill_n(values, count, 0.0f);
+                     }});
       continue;
     }
+    const float* values = flat.data() + source->offset;
     const std::vector<int64_t> written = hf_shape(t, *source, shape);
-    std::vector<float> values(flat.begin() + source->offset,
-                              flat.begin() + source->offset + element_count(written));
-    if (t.conv1d_transposed) values = transposed(values, source->shape[0], source->shape[1]);
-    out.push_back({name, written, std::move(values)});
+    if (!t.conv1d_transposed) {  // the token embedding's first vocab_size rows, or all of it
+      out.push_back({name, written, values});
+      continue;
+    }
+    const size_t rows = source->shape[0], cols = source->shape[1];
+    out.push_back({name, written, [values, rows, cols](size_t first, size_t count, float* chunk) {
+                     transposed_range(values, rows, cols, first, count, chunk);
+                   }});
   }
-  if (!shape.tie_weights) {
-    const ParameterTensor& head = layout.at("lm_head.weight");
-    out.push_back(
-        {"lm_head.weight",
-         {shape.vocab_size, shape.n_embd},
-         std::vector<float>(flat.begin() + head.offset,
-                            flat.begin() + head.offset + size_t(shape.vocab_size) * shape.n_embd)});
-  }
+  if (!shape.tie_weights)
+    out.push_back({"lm_head.weight",
+                   {shape.vocab_size, shape.n_embd},
+                   flat.data() + layout.at("lm_head.weight").offset});
   return out;
 }
 
@@ -387,7 +407,8 @@ Config config_of_initial_weights(const std::string& path, const Config& base) {
       throw Error(config_path + " is not valid JSON (" + error.what() + ")");
     }
   }
-  const SafetensorsFile file = SafetensorsFile::read(path);
+  // The header alone (its checksum covers the config): the values are read later, once.
+  const SafetensorsFile file = SafetensorsFile::read(path, DataCheck::kInOnePass);
   const CheckpointMetadata metadata(file, "checkpoint " + path);
   return metadata.format() == kCheckpointFormat ? metadata.config() : base;
 }
@@ -406,15 +427,13 @@ void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape,
 void write_hf_gpt2(const std::string& dir, const Config& config, const ModelShape& shape,
                    const std::vector<float>& flat, const Tokenizer& tokenizer) {
   const ParameterLayout layout(shape);
-  const std::vector<NamedTensor> named = to_hf_state_dict(shape, layout, flat);  // may refuse
+  const std::vector<TensorToWrite> tensors =
+      hf_state_dict_views(shape, layout, flat);  // may refuse
   const int eos = tokenizer.end_of_text().value_or(-1);
   std::error_code error;
   fs::create_directories(dir, error);
   if (!fs::is_directory(dir))
     throw Error("cannot make the folder " + dir + ": check the path and permissions");
-  std::vector<TensorToWrite> tensors;
-  for (const NamedTensor& tensor : named)
-    tensors.push_back({tensor.name, tensor.shape, tensor.values.data()});
   const fs::path folder(dir);
   // transformers checks "format": "pt" before loading a safetensors file into PyTorch.
   write_safetensors((folder / "model.safetensors").string(), tensors, {{"format", "pt"}});

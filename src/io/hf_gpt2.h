@@ -69,9 +69,12 @@ nlohmann::ordered_json hf_config_json(const Config& config, const ModelShape& sh
 // HF-named tensors (with or without the `transformer.` prefix) -> folio's flat parameters.
 std::vector<float> from_hf_state_dict(const ModelShape& shape, const ParameterLayout& layout,
                                       const SafetensorsFile& file);
-// folio's flat parameters -> HF names and Conv1D layout; throws naming a tensor GPT-2 lacks.
-std::vector<NamedTensor> to_hf_state_dict(const ModelShape& shape, const ParameterLayout& layout,
-                                          const std::vector<float>& flat);
+// folio's flat parameters -> HF names and Conv1D layout, as views of `flat` (which must outlive
+// them) that write_safetensors reads, transposes or fills with zeros a chunk at a time; throws
+// naming what GPT-2 cannot hold.
+std::vector<TensorToWrite> hf_state_dict_views(const ModelShape& shape,
+                                               const ParameterLayout& layout,
+                                               const std::vector<float>& flat);
 
 // Reads DIR (config.json, model.safetensors, the tokenizer when there is one).
 HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base);

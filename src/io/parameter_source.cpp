@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 #include "model/gpt.h"
@@ -47,45 +48,59 @@ FileParameters::FileParameters(SafetensorsFile file, size_t count,
 }
 
 void FileParameters::write(const ParameterSink& sink) const {
+  // Zeros where no tensor goes (the rows of vocabulary padding, which files do not hold).
   constexpr size_t kChunk = SafetensorsFile::kChunkBytes / sizeof(float);
-  std::vector<float> chunk, other;
-  // A duplicate is compared before anything is written, as the values of both are read anyway;
-  // exact equality (a NaN differs from itself, so a tied NaN is reported here).
-  for (const Duplicate& duplicate : duplicates_) {
-    const size_t n = duplicate.original.element_count();
-    if (duplicate.copy.element_count() != n) throw Error(duplicate.error);
-    for (size_t first = 0; first < n; first += kChunk) {
-      const size_t piece = std::min(kChunk, n - first);
-      chunk.resize(piece);
-      other.resize(piece);
-      file_.read_float32(duplicate.copy, first, piece, chunk.data());
-      file_.read_float32(duplicate.original, first, piece, other.data());
-      if (!std::equal(chunk.begin(), chunk.end(), other.begin())) throw Error(duplicate.error);
-    }
-  }
-  // Every range in order: a tensor's values a chunk at a time, and zeros where no tensor goes
-  // (the rows of vocabulary padding, which files do not hold).
   const std::vector<float> zeros(std::min(kChunk, count_), 0.0f);
   auto write_zeros = [&](size_t from, size_t to) {
     for (size_t offset = from; offset < to; offset += zeros.size())
       sink(offset, zeros.data(), std::min(zeros.size(), to - offset));
   };
-  size_t written = 0;
+  size_t covered = 0;
+  std::map<std::string, const Placement*> placed;  // by tensor name
   for (const Placement& placement : placements_) {
-    write_zeros(written, placement.offset);
-    const size_t n = placement.tensor.element_count();
-    for (size_t first = 0; first < n; first += kChunk) {
-      const size_t piece = std::min(kChunk, n - first);
-      chunk.resize(piece);
-      file_.read_float32(placement.tensor, first, piece, chunk.data());
-      for (float value : chunk)
-        if (!std::isfinite(value))
-          throw Error("checkpoint " + file_.path() + " holds a non-finite parameter (NaN or Inf)");
-      sink(placement.offset + first, chunk.data(), piece);
-    }
-    written = placement.offset + n;
+    write_zeros(covered, placement.offset);
+    covered = placement.offset + placement.tensor.element_count();
+    placed[placement.tensor.name] = &placement;
   }
-  write_zeros(written, count_);
+  write_zeros(covered, count_);
+
+  for (const Duplicate& duplicate : duplicates_)
+    if (duplicate.copy.element_count() != duplicate.original.element_count())
+      throw Error(duplicate.error);
+
+  // The file front to back, each tensor's values written to their place a chunk at a time. A
+  // bad value is reported only after the pass: if the file's data checksum fails, that is the
+  // cause to name (read_in_order throws it at the end), not the NaN a flipped bit made.
+  std::string problem;
+  std::vector<float> earlier;
+  file_.read_in_order(
+      [&](const SafetensorsTensor& tensor, size_t first, const float* values, size_t n) {
+        if (!problem.empty()) return;
+        // A duplicate and its original lie apart in the file. When the later of the two passes, the
+        // same chunk of the earlier is read again (from the page cache: it passed moments ago) and
+        // compared exactly (a NaN differs from itself, so a tied NaN is reported here).
+        for (const Duplicate& duplicate : duplicates_) {
+          const bool copy_is_later = duplicate.copy.begin > duplicate.original.begin;
+          const SafetensorsTensor& later = copy_is_later ? duplicate.copy : duplicate.original;
+          if (tensor.name != later.name) continue;
+          earlier.resize(n);
+          file_.read_float32(copy_is_later ? duplicate.original : duplicate.copy, first, n,
+                             earlier.data());
+          if (!std::equal(values, values + n, earlier.begin())) {
+            problem = duplicate.error;
+            return;
+          }
+        }
+        const auto it = placed.find(tensor.name);
+        if (it == placed.end()) return;  // a duplicate, or a buffer that is no parameter (tril)
+        for (size_t i = 0; i < n; ++i)
+          if (!std::isfinite(values[i])) {
+            problem = "checkpoint " + file_.path() + " holds a non-finite parameter (NaN or Inf)";
+            return;
+          }
+        sink(it->second->offset + first, values, n);
+      });
+  if (!problem.empty()) throw Error(problem);
 }
 
 }  // namespace folio

@@ -2,7 +2,10 @@
 // ParameterLayout instead of held as a second copy of the weights: a file's tensors are read,
 // converted to fp32 and checked a chunk at a time, each chunk written where it belongs. Sampling
 // from gpt2-xl (6.2 GB of fp32 weights) so needs the weights once, not the file, a converted copy
-// and the model's.
+// and the model's. The file is read once: its data checksum is computed on the same pass, so a
+// damaged file is found only once its values have gone to the sink, and write() then throws. A
+// caller must so let nothing use what it wrote until write() has returned (the commands load
+// before they train, sample or write anything, and an exception ends them).
 //
 // write_into(model) fills a model a chunk of at most 4 MiB at a time (on a GPU that chunk is the
 // host staging buffer of each copy to the device); read_all() gives the values in host memory,
@@ -28,9 +31,10 @@ class ParameterSource {
   virtual ~ParameterSource() = default;
   // The flat parameter count (ParameterLayout::total), padding included.
   virtual size_t count() const = 0;
-  // Calls `sink` for ranges that together cover [0, count()) exactly once, in increasing order
-  // (vocabulary padding as zeros). Throws folio::Error, naming the file, for a value that is
-  // not finite or a tied head that differs from the embedding; the sink may then hold part.
+  // Calls `sink` for ranges that together cover [0, count()) exactly once, in no particular
+  // order (vocabulary padding as zeros). Throws folio::Error, naming the file, for a damaged file
+  // (its data checksum), a value that is not finite or a tied head that differs from the
+  // embedding; the sink then holds part or all of the values, which must not be used.
   virtual void write(const ParameterSink& sink) const = 0;
 
   // Into the model's parameters (their count must be count()).
@@ -51,7 +55,8 @@ class HostParameters : public ParameterSource {
 
 // A file's tensors, each going whole to one range of the flat parameters (the per-head query,
 // key and value matrices of the seed's names to their rows of the fused qkv): nothing is read
-// until write().
+// until write(), which reads the file front to back once (SafetensorsFile::read_in_order; open
+// the file with DataCheck::kInOnePass for its data checksum to be checked on that pass).
 class FileParameters : public ParameterSource {
  public:
   struct Placement {

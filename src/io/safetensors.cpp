@@ -55,8 +55,43 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+bool is_float_dtype(const std::string& dtype) {
+  return dtype == "F32" || dtype == "F64" || dtype == "F16" || dtype == "BF16";
+}
+
+// `count` values of a floating point dtype other than F32, as fp32.
+void convert_to_float32(const std::string& dtype, const char* raw, size_t count, float* out) {
+  if (dtype == "F64") {
+    for (size_t i = 0; i < count; ++i) {
+      double d;
+      std::memcpy(&d, raw + 8 * i, 8);
+      out[i] = static_cast<float>(d);
+    }
+    return;
+  }
+  const bool bfloat = dtype == "BF16";  // else F16
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t h;
+    std::memcpy(&h, raw + 2 * i, 2);
+    if (bfloat) {
+      const uint32_t bits = static_cast<uint32_t>(h) << 16;
+      std::memcpy(&out[i], &bits, 4);
+    } else {
+      out[i] = half_to_float(h);
+    }
+  }
+}
+
 [[noreturn]] void corrupt(const std::string& path, const std::string& why) {
   throw Error("checkpoint " + path + " is not a valid safetensors file: " + why);
+}
+
+// The data section differs from the checksum stored at save: flipped bits on the disk, or a
+// copy gone wrong. Nothing read from it can be trusted.
+[[noreturn]] void damaged_data(const std::string& path) {
+  throw Error("checkpoint " + path +
+              " is damaged: its tensor data does not match the checksum stored in it: "
+              "re-download it or use another checkpoint");
 }
 
 constexpr const char* kHeaderChecksumKey = "header_sha256";
@@ -154,7 +189,7 @@ size_t SafetensorsTensor::element_count() const {
   return count;
 }
 
-SafetensorsFile SafetensorsFile::read(const std::string& path) {
+SafetensorsFile SafetensorsFile::read(const std::string& path, DataCheck check) {
   std::error_code error;
   if (!std::filesystem::exists(path, error))
     throw Error("checkpoint " + path + " does not exist: pass --ckpt with a file written by "
@@ -168,7 +203,7 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   struct stat status;
   if (::fstat(fd, &status) != 0)
     throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
-  if (S_ISREG(status.st_mode)) return open(file, static_cast<size_t>(status.st_size), path);
+  if (S_ISREG(status.st_mode)) return open(file, static_cast<size_t>(status.st_size), path, check);
   // A pipe or a device has no size to read at: take its bytes as they come.
   std::string bytes;
   std::vector<char> chunk(1 << 16);
@@ -176,17 +211,18 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   while ((got = ::read(fd, chunk.data(), chunk.size())) > 0 || (got < 0 && errno == EINTR))
     if (got > 0) bytes.append(chunk.data(), static_cast<size_t>(got));
   if (got < 0) throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
-  return parse(std::move(bytes), path);
+  return parse(std::move(bytes), path, check);
 }
 
-SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& path) {
+SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& path,
+                                       DataCheck check) {
   auto memory = std::make_shared<MemoryBytes>(std::move(bytes));
   const size_t size = memory->size();
-  return open(std::move(memory), size, path);
+  return open(std::move(memory), size, path, check);
 }
 
 SafetensorsFile SafetensorsFile::open(std::shared_ptr<const SafetensorsBytes> bytes,
-                                      size_t file_size, const std::string& path) {
+                                      size_t file_size, const std::string& path, DataCheck check) {
   SafetensorsFile result;
   result.path_ = path;
   result.bytes_ = std::move(bytes);
@@ -273,11 +309,13 @@ SafetensorsFile SafetensorsFile::open(std::shared_ptr<const SafetensorsBytes> by
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) corrupt(path, "two tensors overlap");
-  result.check_checksums(header_text);
+  result.check_checksums(header_text, check);
+  result.data_check_pending_ =
+      check == DataCheck::kInOnePass && !result.stored_data_sha256().empty();
   return result;
 }
 
-void SafetensorsFile::check_checksums(std::string_view header_text) const {
+void SafetensorsFile::check_checksums(std::string_view header_text, DataCheck check) const {
   auto header_checksum = metadata_.find(kHeaderChecksumKey);
   if (header_checksum != metadata_.end()) {
     const std::optional<std::string> hashed =
@@ -286,10 +324,9 @@ void SafetensorsFile::check_checksums(std::string_view header_text) const {
       throw Error("checkpoint " + path_ +
                   " is damaged: its header does not match the checksum stored in it");
   }
-  auto data_checksum = metadata_.find("data_sha256");
-  if (data_checksum != metadata_.end() && data_checksum->second != data_sha256())
-    throw Error("checkpoint " + path_ +
-                " is damaged: its tensor data does not match the checksum stored in it");
+  const std::string stored = stored_data_sha256();
+  if (check == DataCheck::kOnOpen && !stored.empty() && stored != data_sha256())
+    damaged_data(path_);
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
@@ -312,7 +349,7 @@ void SafetensorsFile::read_bytes(size_t offset, size_t size, char* out) const {
 
 void SafetensorsFile::require_float(const SafetensorsTensor& tensor) const {
   const std::string& dtype = tensor.dtype;
-  if (dtype != "F32" && dtype != "F64" && dtype != "F16" && dtype != "BF16")
+  if (!is_float_dtype(dtype))
     throw Error("checkpoint " + path_ + ": tensor " + tensor.name + " has dtype " + dtype +
                 ", but parameters must be floating point (F32, F64, F16 or BF16)");
 }
@@ -335,23 +372,7 @@ void SafetensorsFile::read_float32(const SafetensorsTensor& tensor, size_t first
   for (size_t done = 0; done < count;) {
     const size_t n = std::min(count - done, per_chunk);
     read_bytes(offset + done * element_size, n * element_size, raw.data());
-    float* values = out + done;
-    for (size_t i = 0; i < n; ++i) {
-      if (dtype == "F64") {
-        double d;
-        std::memcpy(&d, raw.data() + 8 * i, 8);
-        values[i] = static_cast<float>(d);
-        continue;
-      }
-      uint16_t h;
-      std::memcpy(&h, raw.data() + 2 * i, 2);
-      if (dtype == "BF16") {
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        std::memcpy(&values[i], &bits, 4);
-      } else {
-        values[i] = half_to_float(h);
-      }
-    }
+    convert_to_float32(dtype, raw.data(), n, out + done);
     done += n;
   }
 }
@@ -360,6 +381,58 @@ std::vector<float> SafetensorsFile::to_float32(const SafetensorsTensor& tensor) 
   std::vector<float> values(tensor.element_count());
   read_float32(tensor, 0, values.size(), values.data());
   return values;
+}
+
+void SafetensorsFile::read_in_order(const TensorChunkVisitor& visit) const {
+  // The tensors in the order of their bytes, so that the file is read front to back once; the
+  // bytes between them (alignment padding some writers leave) are read too, for the checksum.
+  std::vector<const SafetensorsTensor*> in_order;
+  for (const SafetensorsTensor& tensor : tensors_) in_order.push_back(&tensor);
+  std::sort(
+      in_order.begin(), in_order.end(),
+      [](const SafetensorsTensor* a, const SafetensorsTensor* b) { return a->begin < b->begin; });
+  std::optional<Sha256> hash;
+  if (data_check_pending_) hash.emplace();
+  // Buffers of a chunk, or less for a small file (opened and checked many times in the tests).
+  size_t largest = 0;
+  for (const SafetensorsTensor& tensor : tensors_)
+    largest = std::max(largest, tensor.element_count());
+  std::vector<char> raw(std::min(kChunkBytes, file_size_ - data_start_));
+  std::vector<float> values(std::min(kChunkBytes / sizeof(float), largest));  // F32 read here
+  auto read_chunk = [&](size_t data_offset, size_t size, char* out) {
+    read_bytes(data_start_ + data_offset, size, out);
+    if (hash) hash->update(out, size);
+  };
+  auto read_only = [&](size_t from, size_t to) {  // offsets in the data section
+    for (size_t offset = from; offset < to; offset += kChunkBytes)
+      read_chunk(offset, std::min(kChunkBytes, to - offset), raw.data());
+  };
+  size_t position = 0;
+  for (const SafetensorsTensor* tensor : in_order) {
+    read_only(position, tensor->begin);
+    position = tensor->end;
+    if (!is_float_dtype(tensor->dtype)) {
+      read_only(tensor->begin, tensor->end);
+      continue;
+    }
+    const size_t element_size = dtype_size(tensor->dtype);
+    const bool is_f32 = tensor->dtype == "F32";
+    // At most `values`' worth of elements a chunk (F64's raw bytes then fill `raw` exactly).
+    const size_t per_chunk = kChunkBytes / std::max(element_size, sizeof(float));
+    const size_t count = tensor->element_count();
+    for (size_t first = 0; first < count; first += per_chunk) {
+      const size_t n = std::min(per_chunk, count - first);
+      char* bytes = is_f32 ? reinterpret_cast<char*>(values.data()) : raw.data();
+      read_chunk(tensor->begin + first * element_size, n * element_size, bytes);
+      if (!is_f32) convert_to_float32(tensor->dtype, raw.data(), n, values.data());
+      visit(*tensor, first, values.data(), n);
+    }
+  }
+  read_only(position, file_size_ - data_start_);
+  if (!hash) return;
+  const std::string digest = hash->hex_digest();
+  if (digest != stored_data_sha256()) damaged_data(path_);
+  data_sha256_ = digest;
 }
 
 std::string SafetensorsFile::data_sha256() const {
@@ -376,7 +449,56 @@ std::string SafetensorsFile::data_sha256() const {
   return data_sha256_;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+std::string SafetensorsFile::stored_data_sha256() const {
+  const auto stored = metadata_.find("data_sha256");
+  return stored == metadata_.end() ? "" : stored->second;
+}
+
+namespace {
+
+// A failed write, fsync or close: its errno, for write_file_atomically to report.
+struct WriteFailure {
+  int error_number;
+};
+
+// The 8-byte little-endian length that starts a safetensors file.
+std::string length_prefix(uint64_t size) {
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((size >> (8 * i)) & 0xFF));
+  return bytes;
+}
+
+// The header text folio writes for `header` (tensors, then "__metadata__" with "header_sha256"
+// holding 64 zeros): padded with spaces so that the data section starts 8-byte aligned, as the
+// official writer does, and with the checksum of the padded text in place of the zeros (the
+// reader undoes the same).
+std::string header_text(const nlohmann::ordered_json& header) {
+  // Invalid UTF-8 in a name or metadata value becomes U+FFFD instead of an exception mid-save.
+  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::string zeros(64, '0');
+  const std::string placeholder = std::string("\"") + kHeaderChecksumKey + "\":\"" + zeros;
+  text.replace(text.find(placeholder) + placeholder.size() - zeros.size(), zeros.size(),
+               sha256_hex(text));
+  return text;
+}
+
+}  // namespace
+
+void AtomicFileWriter::write(const char* data, size_t size) {
+  if (const int failure = write_all(fd_, data, size)) throw WriteFailure{failure};
+}
+
+void AtomicFileWriter::rewrite_start(const char* data, size_t size) {
+  // Through write() like every other byte (the fault-injection shim of the disk-full tests
+  // watches write), then back to the end for whatever follows.
+  if (::lseek(fd_, 0, SEEK_SET) != 0) throw WriteFailure{errno};
+  write(data, size);
+  if (::lseek(fd_, 0, SEEK_END) < 0) throw WriteFailure{errno};
+}
+
+void write_file_atomically(const std::string& path,
+                           const std::function<void(AtomicFileWriter& out)>& write) {
   const std::filesystem::path target(path);
   const std::filesystem::path folder =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
@@ -387,9 +509,19 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::string temporary = (folder / temporary_name).string();
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(write_failure(path, errno));
+  int failure = 0;
+  try {
+    AtomicFileWriter out(fd);
+    write(out);
+  } catch (const WriteFailure& write_failed) {
+    failure = write_failed.error_number;
+  } catch (...) {  // the caller's own error (a value it refuses): no partial file stays behind
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
   // Errors of write, fsync and close all mean the data may not be on disk; close is checked
   // because some file systems (NFS, quotas) report a full disk only there.
-  int failure = write_all(fd, bytes.data(), bytes.size());
   if (failure == 0 && ::fsync(fd) != 0) failure = errno;
   if (::close(fd) != 0 && failure == 0) failure = errno;
   if (failure == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) failure = errno;
@@ -404,38 +536,61 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
 }
 
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  write_file_atomically(path,
+                        [&](AtomicFileWriter& out) { out.write(bytes.data(), bytes.size()); });
+}
+
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        std::map<std::string, std::string> metadata) {
-  std::string data;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  size_t data_size = 0;
   for (const TensorToWrite& tensor : tensors) {
     size_t count = 1;
     for (int64_t d : tensor.shape) count *= static_cast<size_t>(d);
-    const size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(tensor.data), count * sizeof(float));
-    header[tensor.name] = {{"dtype", "F32"}, {"shape", tensor.shape},
-                           {"data_offsets", {begin, data.size()}}};
+    header[tensor.name] = {{"dtype", "F32"},
+                           {"shape", tensor.shape},
+                           {"data_offsets", {data_size, data_size + count * sizeof(float)}}};
+    data_size += count * sizeof(float);
   }
-  metadata["data_sha256"] = sha256_hex(data);
+  // The data's checksum is known only once the data has passed, but goes in the header before
+  // it: the header is written first with zeros in its place, which are as long as the 64 hex
+  // digits, and written again at the end. The file is then exactly what writing it whole gives.
   const std::string zeros(64, '0');
+  metadata["data_sha256"] = zeros;
   metadata[kHeaderChecksumKey] = zeros;
   header["__metadata__"] = metadata;
-  // Invalid UTF-8 in a name or metadata value becomes U+FFFD instead of an exception mid-save.
-  std::string header_text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  // Pad with spaces so the data section starts 8-byte aligned, as the official writer does.
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');
-  // The checksum covers the padded text with its own digits as zeros; the reader undoes the same.
-  const std::string header_checksum = sha256_hex(header_text);
-  const std::string placeholder = std::string("\"") + kHeaderChecksumKey + "\":\"" + zeros;
-  header_text.replace(header_text.find(placeholder) + placeholder.size() - zeros.size(),
-                      zeros.size(), header_checksum);
-  std::string file;
-  file.reserve(8 + header_text.size() + data.size());
-  const uint64_t size = header_text.size();
-  for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((size >> (8 * i)) & 0xFF));
-  file += header_text;
-  file += data;
-  write_file_atomically(path, file);
+  const std::string placeholder = header_text(header);
+  write_file_atomically(path, [&](AtomicFileWriter& out) {
+    const std::string start = length_prefix(placeholder.size()) + placeholder;
+    out.write(start.data(), start.size());
+    Sha256 data_hash;
+    constexpr size_t kChunk = SafetensorsFile::kChunkBytes / sizeof(float);
+    std::vector<float> made;  // a chunk of the values of a tensor made as it is written
+    for (const TensorToWrite& tensor : tensors) {
+      size_t count = 1;
+      for (int64_t d : tensor.shape) count *= static_cast<size_t>(d);
+      for (size_t first = 0; first < count; first += kChunk) {
+        const size_t n = std::min(kChunk, count - first);
+        const float* values;
+        if (tensor.data != nullptr) {
+          values = tensor.data + first;
+        } else {
+          made.resize(n);
+          tensor.fill(first, n, made.data());
+          values = made.data();
+        }
+        data_hash.update(values, n * sizeof(float));
+        out.write(reinterpret_cast<const char*>(values), n * sizeof(float));
+      }
+    }
+    header["__metadata__"]["data_sha256"] = data_hash.hex_digest();
+    const std::string text = header_text(header);
+    if (text.size() != placeholder.size())
+      throw Error("internal: the header of " + path + " changed length when its checksum was set");
+    const std::string final_start = length_prefix(text.size()) + text;
+    out.rewrite_start(final_start.data(), final_start.size());
+  });
 }
 
 }  // namespace folio

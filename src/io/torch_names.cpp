@@ -88,11 +88,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
-                                            const ParameterLayout& layout,
-                                            const std::vector<float>& flat) {
+std::vector<TensorToWrite> seed_state_dict_views(const ModelShape& shape,
+                                                 const ParameterLayout& layout,
+                                                 const std::vector<float>& flat) {
   const int A = shape.attention_width(), hs = shape.head_size;
-  std::vector<NamedTensor> out;
+  std::vector<TensorToWrite> out;
   for (const ParameterTensor& tensor : layout.tensors()) {
     const float* values = flat.data() + tensor.offset;
     int layer;
@@ -100,18 +100,27 @@ std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
     if (is_qkv(tensor, layer, kind)) {
       const size_t width = tensor.size / (3 * static_cast<size_t>(A));  // C, or 1 for the bias
       for (int which = 0; which < 3; ++which)
-        for (int h = 0; h < shape.n_head; ++h) {
-          const float* rows = values + (static_cast<size_t>(which) * A + h * hs) * width;
+        for (int h = 0; h < shape.n_head; ++h)
           out.push_back({torch_head_name(shape, layer, h, which, kind), head_shape(tensor, hs),
-                         std::vector<float>(rows, rows + hs * width)});
-        }
+                         values + (static_cast<size_t>(which) * A + h * hs) * width});
       continue;
     }
     const std::vector<int> saved = tensor.saved_shape();  // the padded rows left out
-    out.push_back({torch_name(shape, tensor.name), std::vector<int64_t>(saved.begin(), saved.end()),
-                   std::vector<float>(values, values + tensor.saved_size())});
+    out.push_back(
+        {torch_name(shape, tensor.name), std::vector<int64_t>(saved.begin(), saved.end()), values});
     if (shape.tie_weights && tensor.name == "token_embedding_table.weight")
-      out.push_back({torch_name(shape, "lm_head.weight"), out.back().shape, out.back().values});
+      out.push_back({torch_name(shape, "lm_head.weight"), out.back().shape, values});
+  }
+  return out;
+}
+
+std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape, const ParameterLayout& layout,
+                                            const std::vector<float>& flat) {
+  std::vector<NamedTensor> out;
+  for (const TensorToWrite& view : seed_state_dict_views(shape, layout, flat)) {
+    size_t count = 1;
+    for (int64_t d : view.shape) count *= static_cast<size_t>(d);
+    out.push_back({view.name, view.shape, std::vector<float>(view.data, view.data + count)});
   }
   return out;
 }

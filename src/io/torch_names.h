@@ -38,6 +38,11 @@ std::string torch_name(const ModelShape& shape, const std::string& seed000_name)
 std::string torch_head_name(const ModelShape& shape, int layer, int head, int which,
                             const std::string& kind);
 
+// The tensors as they are written (save_checkpoint): views of `flat`, which must outlive them.
+std::vector<TensorToWrite> seed_state_dict_views(const ModelShape& shape,
+                                                 const ParameterLayout& layout,
+                                                 const std::vector<float>& flat);
+// The same with each tensor's values copied (for tests that compare or edit them).
 std::vector<NamedTensor> to_seed_state_dict(const ModelShape& shape,
                                             const ParameterLayout& layout,
                                             const std::vector<float>& flat);

@@ -47,7 +47,9 @@ TrainingState load_training_state(const std::string& path) {
     throw Error("no training state at " + path +
                 ": --resume takes the out_dir of a run started by this folio (it writes "
                 "state.safetensors every checkpoint_interval steps and at exit)");
-  const SafetensorsFile file = SafetensorsFile::read(path);
+  // Checked whole on opening (DataCheck::kOnOpen), before any value is taken: --resume must never
+  // start from a damaged state.
+  const SafetensorsFile file = SafetensorsFile::read(path, DataCheck::kOnOpen);
   const CheckpointMetadata metadata(file, path);
   if (metadata.format() != kTrainingStateFormat)
     throw Error(path + " is not a folio training state (format " +

@@ -1,8 +1,10 @@
 """Hostile checkpoint files given to `folio eval` and `folio sample`: bit flips in the header and in
-the data, an oversized header, wrong dtypes, missing, extra and overlapping tensors, NaN weights
-(with valid checksums, as a diverged run would write them), a config describing a huge model, and
-a folder. Each must give one `folio: error:` line naming the problem, a non-zero exit, no crash
-and no sanitizer report (scripts/sanitize.sh runs this against the sanitized binary).
+the data (one making a NaN weight: the data checksum, checked on the pass that loads the values,
+names the damage), an oversized header, wrong dtypes, missing, extra and overlapping tensors, NaN
+weights (with valid checksums, as a diverged run would write them), a config describing a huge
+model, and a folder. Each must give one `folio: error:` line naming the problem, a non-zero exit,
+nothing on stdout, no crash and no sanitizer report (scripts/sanitize.sh runs this against the
+sanitized binary).
 (test_bad_input.py covers a missing, truncated and wrong-shaped checkpoint.)
 
     python3 test_hostile_checkpoints.py FOLIO_BINARY DATA_FILE
@@ -69,6 +71,14 @@ def main(folio, data):
         damaged[offset] ^= 0x04
         return bytes(damaged)
 
+    def nan_by_damage():
+        """ln_f.weight's first value turned into a NaN by bits flipped on the disk: its stored
+        checksum no longer matches, and that (not the NaN) is the error to give."""
+        damaged = bytearray(good)
+        at = 8 + header_size + header["ln_f.weight"]["data_offsets"][0]
+        damaged[at:at + 4] = struct.pack("<f", float("nan"))
+        return bytes(damaged)
+
     def set_dtype(dtype, shape=None):
         def edit(h, d):
             h["blocks.0.ffwd.net.0.weight"]["dtype"] = dtype
@@ -99,7 +109,10 @@ def main(folio, data):
         ("flipped bit in a tensor name", flip(good.index(b"ffwd.net.0.weight")),
          "its header does not match"),
         ("flipped bit in the header length", flip(4), "limit 100 MiB"),
-        ("flipped bit in the data", flip(8 + header_size + 100), "tensor data does not match"),
+        ("flipped bit in the middle of the data", flip(8 + header_size + len(tensors) // 2),
+         "tensor data does not match the checksum stored in it: re-download it or use another "
+         "checkpoint"),
+        ("flipped bits that make a NaN weight", nan_by_damage(), "tensor data does not match"),
         ("oversized header", struct.pack("<Q", 1 << 33) + good[8:], "limit 100 MiB"),
         ("header longer than the file", struct.pack("<Q", len(good)) + good[8:],
          "runs past the end"),
@@ -124,7 +137,12 @@ def main(folio, data):
                         [folio, "sample", "--ckpt", path, "--max_new_tokens", "5"]):
             runs += 1
             result = subprocess.run(command, capture_output=True, text=True)
-            report(f"{name} ({command[1]})", result, refusal_problems(result, expected), failures)
+            problems = refusal_problems(result, expected)
+            # The values are checked on the one pass that loads them: nothing may be sampled or
+            # evaluated from a model that got values of a refused file.
+            if result.stdout.strip():
+                problems.append(f"printed {result.stdout.strip()[:200]!r}")
+            report(f"{name} ({command[1]})", result, problems, failures)
     result = subprocess.run([folio, "eval", "--ckpt", out_dir, "--data", data],
                             capture_output=True, text=True)
     runs += 1

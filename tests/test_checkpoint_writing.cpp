@@ -1,0 +1,150 @@
+// Writing checkpoints a chunk at a time (write_safetensors, save_checkpoint, write_hf_gpt2): the
+// files must be byte for byte what the writer that built the whole file in memory wrote. The
+// SHA-256 digests below were taken from that writer (commit fe70e46) on the same deterministic
+// tensors; each case has tensors larger than one 4 MiB chunk, so chunk boundaries fall inside
+// them. The loading side reads the file once: its data checksum is checked on the pass that
+// writes the values into the model, and damage found there must stop the load.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
+#include "core/sha256.h"
+#include "io/checkpoint.h"
+#include "io/hf_gpt2.h"
+#include "io/safetensors.h"
+#include "model/gpt.h"
+#include "safetensors_bytes.h"
+#include "test_helpers.h"
+
+namespace folio {
+namespace {
+
+using testing::error_message;
+using testing::read_all;
+using testing::TempDir;
+
+// Deterministic values in [-8, 8), multiples of 2^-20 (exact in fp32): both signs, many
+// magnitudes, a few exact zeros. The same on every machine and compiler.
+float value_at(size_t i) {
+  const uint32_t hash = static_cast<uint32_t>(i) * 2654435761u;
+  return static_cast<float>(static_cast<int32_t>(hash >> 8) - (1 << 23)) * 0x1p-20f;
+}
+
+std::vector<float> values(size_t count, size_t seed) {
+  std::vector<float> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = value_at(i + seed);
+  return out;
+}
+
+// GPT-2's structure, small but for one wide layer: its MLP matrices (2304 x 576, 1.3M values)
+// span the writer's chunks of 1M values.
+Config wide_gpt2_config(bool tied_with_biases) {
+  Config config;
+  config.n_layer = 1, config.n_head = 2, config.n_embd = 576, config.block_size = 8;
+  config.head_size = 0, config.block_order = "pre_norm", config.vocab_padding = 64;
+  config.bias = config.qkv_bias = config.tie_weights = tied_with_biases;
+  config.lm_head_bias = false;
+  return config;
+}
+
+const Vocabulary& vocabulary() {
+  static const Vocabulary characters = Vocabulary::from_text(U"abcdefghijklmnopqrst");
+  return characters;
+}
+
+// Every parameter deterministic except the vocabulary padding rows, which stay zero as in a model.
+std::vector<float> parameters_of(const ModelShape& shape) {
+  const ParameterLayout layout(shape);
+  std::vector<float> flat = values(layout.total(), 11);
+  for (const ParameterTensor& tensor : layout.tensors())
+    std::fill(flat.begin() + tensor.offset + tensor.saved_size(),
+              flat.begin() + tensor.offset + tensor.size, 0.0f);
+  return flat;
+}
+
+TEST(CheckpointWriting, WriteSafetensorsGivesTheWholeFileWritersBytes) {
+  TempDir dir;
+  const std::vector<float> big = values(1200 * 1100, 0), small = values(7, 5);
+  write_safetensors(dir.file("x.safetensors"),
+                    {{"big", {1200, 1100}, big.data()},
+                     {"small", {7}, small.data()},
+                     {"empty", {0, 3}, small.data()}},
+                    {{"format", "pt"}, {"note", "streamed"}});
+  const std::string expected = "46638fea2aacb247dd966b19ae27d7be6ac28241061ed9fbfb4c9dfecf7933fc";
+  EXPECT_EQ(sha256_hex(read_all(dir.file("x.safetensors"))), expected);
+  // The same values made as they are written, a chunk at a time, give the same file.
+  std::vector<std::pair<size_t, size_t>> asked;
+  write_safetensors(dir.file("made.safetensors"),
+                    {{"big",
+                      {1200, 1100},
+                      [&](size_t first, size_t count, float* out) {
+                        asked.emplace_back(first, count);
+                        std::copy(big.begin() + first, big.begin() + first + count, out);
+                      }},
+                     {"small", {7}, small.data()},
+                     {"empty", {0, 3}, small.data()}},
+                    {{"format", "pt"}, {"note", "streamed"}});
+  EXPECT_EQ(sha256_hex(read_all(dir.file("made.safetensors"))), expected);
+  const size_t chunk = SafetensorsFile::kChunkBytes / sizeof(float);
+  EXPECT_EQ(asked,
+            (std::vector<std::pair<size_t, size_t>>{{0, chunk}, {chunk, big.size() - chunk}}));
+}
+
+// A tensor whose values cannot be made (here: an exception after the first chunk went to the
+// disk) leaves the previous file as it was and no temporary file beside it.
+TEST(CheckpointWriting, AFailureInTheMiddleKeepsThePreviousFile) {
+  TempDir dir;
+  const std::vector<float> old_values = values(10, 0), new_values = values(1200 * 1100, 3);
+  write_safetensors(dir.file("x.safetensors"), {{"w", {10}, old_values.data()}}, {});
+  const std::string old_bytes = read_all(dir.file("x.safetensors"));
+  const std::string message = error_message([&] {
+    write_safetensors(dir.file("x.safetensors"),
+                      {{"w",
+                        {1200, 1100},
+                        [&](size_t first, size_t count, float* out) {
+                          if (first > 0) throw Error("the values ran out");
+                          std::copy_n(new_values.begin(), count, out);
+                        }}},
+                      {});
+  });
+  EXPECT_EQ(message, "the values ran out");
+  EXPECT_TRUE(read_all(dir.file("x.safetensors")) == old_bytes);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file("")))
+    names.push_back(entry.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"x.safetensors"});
+}
+
+TEST(CheckpointWriting, SaveCheckpointWritesTheWholeFileWritersData) {
+  TempDir dir;
+  const Config config = wide_gpt2_config(true);
+  const ModelShape shape = ModelShape::from_config(config, vocabulary().size());
+  save_checkpoint(dir.file("ckpt.safetensors"), shape, parameters_of(shape), config, vocabulary(),
+                  5, 1.5, 1.75);
+  // The metadata holds the config, whose keys other work adds to: the data section is pinned
+  // (every tensor's name, place and value, through the writer above), the metadata checked.
+  const SafetensorsFile file = SafetensorsFile::read(dir.file("ckpt.safetensors"));
+  EXPECT_EQ(file.metadata().at("data_sha256"),
+            "42faef717eeaaed83bf520497d469b1346ef8affb7b3dfc89a6aee4f32b3be90");
+  EXPECT_EQ(file.data_sha256(), file.metadata().at("data_sha256"));
+  EXPECT_EQ(file.metadata().at("step"), "5");
+}
+
+TEST(CheckpointWriting, ExportWritesTheWholeFileWritersBytes) {
+  for (const bool tied_with_biases : {true, false}) {
+    SCOPED_TRACE(tied_with_biases ? "tied, biases" : "untied, no biases (zeros written)");
+    TempDir dir;
+    const Config config = wide_gpt2_config(tied_with_biases);
+    const ModelShape shape = ModelShape::from_config(config, vocabulary().size());
+    write_hf_gpt2(dir.file("hf"), config, shape, parameters_of(shape), vocabulary());
+    EXPECT_EQ(sha256_hex(read_all(dir.file("hf/model.safetensors"))),
+              tied_with_biases
+                  ? "500884014007f38f668aad48bcbc0c87193ef3e822bbdb12db748483bdf68a24"
+                  : "6ad8e249b101b6e5b9aac449c5a910187458f6105f963ff3ae1fea4c68cbe795");
+  }
+}
+
+}  // namespace
+}  // namespace folio
