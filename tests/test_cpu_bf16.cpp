@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/vector_math.h"
 #include "backend/device_buffer.h"
+#include "backend/reference/activation.h"
 #include "backend/reference/attention.h"
 #include "backend/reference/matmul.h"
 #include "test_helpers.h"
@@ -105,6 +106,17 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
   EXPECT_LT(relative_error(download(d_dinp, dinp.size()), dinp), 1e-5);
   EXPECT_LT(relative_error(download(d_dweight, dweight.size()), dweight), 1e-5);
   EXPECT_LT(relative_error(download(d_dbias, dbias.size()), dbias_exact), 1e-6);
+
+  // The linear layer fused with its nonlinearity: the same product and bias (added by the
+  // product itself with bf16 operands, by the activation's pass in fp32), then GELU of it.
+  auto d_pre = upload(Floats(N * OC, NAN)), d_act = upload(Floats(N * OC, NAN));
+  backend->matmul_activation_forward(d_pre.as<float>(), d_act.as<float>(), d_inp.as<float>(),
+                                     d_weight.as<float>(), d_bias.as<float>(), N, IC, OC,
+                                     Activation::kGelu);
+  EXPECT_LT(relative_error(download(d_pre, out.size()), out), 1e-5);
+  Doubles act(out.size());
+  reference::activation_forward(act.data(), out.data(), act.size(), Activation::kGelu);
+  EXPECT_LT(relative_error(download(d_act, act.size()), act), 1e-5);
 }
 
 // The parameters' bf16 mirror (set_parameter_buffer): products read it instead of rounding the

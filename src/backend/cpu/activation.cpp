@@ -138,13 +138,16 @@ void CpuBackend::activation_backward(float* dinp, const float* dout, const float
   }
 }
 
-// The product alone, then the bias and the nonlinearity in one pass: one pass over the (N, OC)
-// output fewer than matmul_forward with a bias, which fills the output with the bias before the
-// product and has the product read it back (beta = 1), and activation_forward after it.
+// The product, then the nonlinearity in one pass over its output. In fp32 that pass adds the
+// bias too (sgemm has no bias: matmul_forward would fill the output with it before the product
+// and have the product read it back, beta = 1); bf16 products add it as they write the rows.
 void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* inp,
                                            const float* weight, const float* bias, int N, int IC,
                                            int OC, Activation kind) {
-  matmul_forward(pre, inp, weight, nullptr, N, IC, OC);
+  // With bf16 products the bias is added by the product itself (matmul_forward); in fp32 by the
+  // pass that applies the nonlinearity.
+  matmul_forward(pre, inp, weight, bf16_ ? bias : nullptr, N, IC, OC);
+  if (bf16_) bias = nullptr;
   cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * OC);
   switch (kind) {
     case Activation::kRelu:

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -21,7 +22,7 @@ namespace {
 
 // The portable path: widen both operands to fp32 (exactly: bf16 is fp32's upper half) and sgemm.
 void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
-                  int ldb, bool accumulate, float* C, int ldc) {
+                  int ldb, bool accumulate, float* C, int ldc, const float* bias) {
   static std::vector<float> wide_a, wide_b;
   auto widen = [](std::vector<float>& out, const bf16* x, size_t n) {
     if (out.size() < n) out.resize(n);
@@ -36,8 +37,12 @@ void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda,
   auto span = [](int rows, int cols, int ld) { return (rows - 1) * static_cast<size_t>(ld) + cols; };
   widen(wide_a, A, ta ? span(K, M, lda) : span(M, K, lda));
   widen(wide_b, B, tb ? span(N, K, ldb) : span(K, N, ldb));
-  sgemm(ta, tb, M, N, K, 1.0f, wide_a.data(), lda, wide_b.data(), ldb, accumulate ? 1.0f : 0.0f,
-        C, ldc);
+  if (bias) {  // start from the bias in every row and let the product accumulate onto it
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; ++i) std::memcpy(C + static_cast<size_t>(i) * ldc, bias, N * sizeof(float));
+  }
+  sgemm(ta, tb, M, N, K, 1.0f, wide_a.data(), lda, wide_b.data(), ldb,
+        accumulate || bias ? 1.0f : 0.0f, C, ldc);
 }
 
 #if defined(FOLIO_BLAS_DNNL)
@@ -52,7 +57,7 @@ Engine& engine() {
   return instance;
 }
 
-using ProductKey = std::tuple<bool, bool, int, int, int, int, int, int, bool>;
+using ProductKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool>;
 
 struct Product {
   dnnl::matmul::primitive_desc descriptor;
@@ -61,9 +66,9 @@ struct Product {
 };
 
 const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int ldb, int ldc,
-                           bool accumulate) {
+                           bool accumulate, bool with_bias) {
   static std::map<ProductKey, Product> cache;
-  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate};
+  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate, with_bias};
   if (auto found = cache.find(key); found != cache.end()) return found->second;
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
@@ -77,10 +82,14 @@ const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int l
     sum.append_sum(1.0f);  // C += A B rather than C = A B
     attributes.set_post_ops(sum);
   }
+  // The bias enters in the kernel's epilogue, as the product's rows are written: no pass
+  // filling C with it first and no read of C back (as `accumulate` needs).
+  const dnnl::memory::desc bias({1, N}, dt::f32, dims{N, 1});
   Product product;
   try {
-    product.descriptor =
-        dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attributes, engine().engine);
+    product.descriptor = dnnl::matmul::primitive_desc(
+        with_bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c), attributes,
+        engine().engine);
     product.primitive = dnnl::matmul(product.descriptor);
     product.available = true;
   } catch (const dnnl::error&) {
@@ -94,22 +103,27 @@ const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int l
 }  // namespace
 
 void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
-               int ldb, bool accumulate, float* C, int ldc) {
+               int ldb, bool accumulate, float* C, int ldc, const float* bias) {
   if (M == 0 || N == 0) return;
 #if defined(FOLIO_BLAS_DNNL)
-  const Product& product = product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate);
+  const Product& product =
+      product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate, bias != nullptr);
   if (product.available) {
     Engine& e = engine();
     dnnl::memory a(product.descriptor.src_desc(), e.engine, const_cast<bf16*>(A));
     dnnl::memory b(product.descriptor.weights_desc(), e.engine, const_cast<bf16*>(B));
     dnnl::memory c(product.descriptor.dst_desc(), e.engine, C);
-    product.primitive.execute(e.stream,
-                              {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    std::unordered_map<int, dnnl::memory> arguments{
+        {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+    if (bias)
+      arguments.emplace(DNNL_ARG_BIAS, dnnl::memory(product.descriptor.bias_desc(), e.engine,
+                                                    const_cast<float*>(bias)));
+    product.primitive.execute(e.stream, arguments);
     e.stream.wait();
     return;
   }
 #endif
-  widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+  widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, bias);
 }
 
 bool bf16_is_native() {
