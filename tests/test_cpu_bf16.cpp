@@ -192,10 +192,11 @@ TEST(CpuBf16, ParameterMirrorFollowsEveryWriteToTheWeights) {
 // The ops whose output a product reads next write its bf16 copy in the same pass (bf16_output in
 // backend/cpu): LayerNorm (alone and after a residual add), the nonlinearity (alone and after
 // the fc product), attention, and in the backward pass the nonlinearity's, the residual
-// branch's and attention's input gradients. A product reading such an output must give the same
-// bits as the same product reading a duplicate of it (made by copy_device, so that no op made its
-// copy): rounding before the product is the meaning, the writer's copy only saves a pass. A
-// copy serves the one product after its writer; a write between the two drops it.
+// branch's and attention's input gradients and cross-entropy's gradient of the logits. A product
+// reading such an output must give the same bits as the same product reading a duplicate of it
+// (made by copy_device, so that no op made its copy): rounding before the product is the
+// meaning, the writer's copy only saves a pass. A copy serves the one product after its writer;
+// a write between the two drops it.
 TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
   std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
   Backend& be = *backend;
@@ -299,6 +300,28 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     float* dqkv = buffer(size_t(N) * 3 * width, 31);
     be.attention_backward(dqkv, datt, qkv, lse, B, T, H, head_size, dropout);
     same_as_duplicate("attention_backward", dqkv, 3 * width, as_gradient(3 * width));
+  }
+
+  // Cross-entropy's gradient, which the lm_head's gradient products read next.
+  {
+    const int V = 29, Vp = 32;
+    float* logits = buffer(size_t(N) * Vp, 33);
+    float* dlogits = buffer(size_t(N) * Vp, 34);
+    float* lm_weight = buffer(size_t(Vp) * C, 35);
+    std::vector<int32_t> targets(N);
+    for (int i = 0; i < N; ++i) targets[i] = (i * 7) % V;
+    DeviceBuffer d_targets(be, targets.size() * sizeof(int32_t));
+    be.copy_to_device(d_targets.get(), targets.data(), targets.size() * sizeof(int32_t));
+    be.cross_entropy_backward(dlogits, logits, d_targets.as<int32_t>(), N, V, Vp, 0.25f);
+    auto lm_head_gradient = [&](const float* x) {
+      be.fill_zero(dweight, size_t(Vp) * C * sizeof(float));
+      be.matmul_backward(dinp, dweight, nullptr, x, ln_inp, lm_weight, N, C, Vp);
+      Floats both = download(dinp, size_t(N) * C);
+      const Floats dw = download(dweight, size_t(Vp) * C);
+      both.insert(both.end(), dw.begin(), dw.end());
+      return both;
+    };
+    same_as_duplicate("cross_entropy_backward", dlogits, Vp, lm_head_gradient);
   }
 
   // A write between the writer and the product: through the backend, and straight into memory
