@@ -58,11 +58,12 @@ TEST(Bf16, RoundsToNearestWithTiesToEven) {
   EXPECT_NE(nan & 0x007F, 0) << "a NaN must not become infinity";
 }
 
-TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
+// The linear layer of N rows, IC inputs and OC outputs, forward and backward, in bf16 and in the
+// double reference on the same rounded operands.
+void check_bf16_linear_layer(int N, int IC, int OC) {
+  SCOPED_TRACE("N " + std::to_string(N) + ", IC " + std::to_string(IC) + ", OC " +
+               std::to_string(OC));
   std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
-  // Sizes that are not multiples of any vector or tile width, and a K large enough that an fp32
-  // sum differs from bf16's.
-  const int N = 37, IC = 150, OC = 29;
   const Floats inp = random_vector<float>(N * IC, 1), weight = random_vector<float>(OC * IC, 2);
   const Floats bias = random_vector<float>(OC, 3), dout = random_vector<float>(N * OC, 4);
   const Floats dweight0 = random_vector<float>(OC * IC, 5), dbias0 = random_vector<float>(OC, 6);
@@ -117,6 +118,20 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
   Doubles act(out.size());
   reference::activation_forward(act.data(), out.data(), act.size(), Activation::kGelu);
   EXPECT_LT(relative_error(download(d_act, act.size()), act), 1e-5);
+}
+
+TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
+  // Sizes that are not multiples of any vector or tile width, and a K large enough that an fp32
+  // sum differs from bf16's.
+  check_bf16_linear_layer(37, 150, 29);
+}
+
+TEST(CpuBf16, LongReductionsAreSplitWithoutChangingTheProduct) {
+  // gemm_bf16 splits a reduction over 16,384 long into parts that accumulate (the lm_head's input
+  // gradient over GPT-2's vocabulary): the forward product's K = IC, then the input gradient's K
+  // = OC, each into two unequal-looking parts, the bias added once.
+  check_bf16_linear_layer(3, 16391, 17);
+  check_bf16_linear_layer(3, 17, 16391);
 }
 
 // The parameters' bf16 mirror (set_parameter_buffer): products read it instead of rounding the

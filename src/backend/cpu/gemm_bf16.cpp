@@ -4,6 +4,7 @@
 // A oneDNN primitive is built for one shape, one layout and one attribute set; building one costs
 // far more than a small product, so each is built once and kept, keyed by everything it fixes.
 // A training step uses a handful of shapes (about six per layer kind), so the cache stays small.
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -102,9 +103,29 @@ const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int l
 
 }  // namespace
 
+// oneDNN's bf16 kernels run a reduction tens of thousands long against a small output at two
+// thirds of their speed: the input gradient of GPT-2's lm_head (1024 x 768, K = 50,304 vocabulary
+// columns) took 73-92 ms whole and 48 ms as three products of about 16,768 each, accumulating
+// (2 threads, Sapphire Rapids, AMX). Splitting at 16,384 leaves every other product of the presets
+// whole (the weight gradients' K = B*T = 16,384 at shakespeare_char), where it measured no gain.
+constexpr int kLongestReduction = 16384;
+
 void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
                int ldb, bool accumulate, float* C, int ldc, const float* bias) {
   if (M == 0 || N == 0) return;
+  if (K > kLongestReduction) {
+    const int parts = (K + kLongestReduction - 1) / kLongestReduction;
+    for (int part = 0, k = 0; part < parts; ++part) {
+      const int k_end = static_cast<int>(static_cast<int64_t>(K) * (part + 1) / parts);
+      // columns k.. of A (rows when transposed), rows k.. of B (columns when transposed)
+      const bf16* A_part = ta ? A + static_cast<size_t>(k) * lda : A + k;
+      const bf16* B_part = tb ? B + k : B + static_cast<size_t>(k) * ldb;
+      gemm_bf16(ta, tb, M, N, k_end - k, A_part, lda, B_part, ldb, accumulate || part > 0, C, ldc,
+                part == 0 ? bias : nullptr);
+      k = k_end;
+    }
+    return;
+  }
 #if defined(FOLIO_BLAS_DNNL)
   const Product& product =
       product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate, bias != nullptr);
