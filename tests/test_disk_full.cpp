@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "data/token_shards.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
@@ -90,6 +91,28 @@ TEST(DiskFull, AFailedFsyncKeepsThePreviousFile) {
   EXPECT_NE(message.find("the disk is full"), std::string::npos) << message;
   EXPECT_TRUE(read_all(path) == old_bytes) << "the file changed";
   EXPECT_EQ(folder_entries(dir), std::vector<std::string>{"ckpt.safetensors"});
+}
+
+// Token files (folio prepare) and tokenizers go through the same atomic writer: a full disk or
+// a failed fsync, where the data may never reach the disk, leaves the previous shard whole.
+TEST(DiskFull, AFailedTokenShardWriteOrFsyncKeepsThePreviousShard) {
+  TempDir dir;
+  const std::string path = dir.file("train_000000.bin");
+  const std::vector<uint32_t> old_ids(100, 7), new_ids(3000, 9);
+  write_token_file(path, TokenFileLayout::kShard, old_ids, 50257);
+  const std::string old_bytes = read_all(path);
+  for (bool fsync_fails : {false, true}) {
+    std::string message;
+    {
+      FullDisk full("train_000000.bin.tmp", fsync_fails ? 1LL << 40 : 2000, fsync_fails);
+      message = error_message(
+          [&] { write_token_file(path, TokenFileLayout::kShard, new_ids, 50257); });
+    }
+    EXPECT_NE(message.find("cannot write " + path + ": the disk is full"), std::string::npos)
+        << message;
+    EXPECT_TRUE(read_all(path) == old_bytes) << "the shard changed, fsync failing " << fsync_fails;
+    EXPECT_EQ(folder_entries(dir), std::vector<std::string>{"train_000000.bin"});
+  }
 }
 
 TEST(DiskFull, AFailedCheckpointSaveKeepsThePreviousCheckpointLoadable) {

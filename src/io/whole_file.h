@@ -2,14 +2,13 @@
 // files and tokenizers.
 #pragma once
 
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
 
 #include "core/error.h"
+#include "io/safetensors.h"
 
 namespace folio {
 
@@ -22,18 +21,10 @@ inline std::string read_whole_file(const std::string& path, const std::string& f
   return bytes.str();
 }
 
-// Writes `bytes` to `path` through `path`.partial, renamed when whole: a file is complete or
-// absent, and a full disk is one clear error.
+// Writes `bytes` to `path` as checkpoints are written (write_file_atomically: a temporary file,
+// fsynced, renamed over `path`): after a crash or a full disk, `path` is complete or as it was.
 inline void write_whole_file(const std::string& path, const std::string_view bytes) {
-  const std::string partial = path + ".partial";
-  std::FILE* file = std::fopen(partial.c_str(), "wb");
-  if (file == nullptr) throw Error("cannot write " + path + ": check the folder and permissions");
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  if (std::fclose(file) != 0 || !written) {
-    std::filesystem::remove(partial);
-    throw Error("writing " + path + " failed (is the disk full?): free space and run again");
-  }
-  std::filesystem::rename(partial, path);
+  write_file_atomically(path, [&](AtomicFileWriter& out) { out.write(bytes.data(), bytes.size()); });
 }
 
 }  // namespace folio
