@@ -138,17 +138,24 @@ TEST_P(BackendOps, Matmul) {
                               with_bias ? widen(b).data() : nullptr, N, IC, OC);
     EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
 
-    auto d_dx = poisoned(N * IC), d_dw = upload(dw0), d_db = upload(db0);
-    backend_->matmul_backward(d_dx.as<float>(), d_dw.as<float>(),
-                              with_bias ? d_db.as<float>() : nullptr, d_dout.as<float>(),
-                              d_x.as<float>(), d_w.as<float>(), N, IC, OC);
-    Doubles dx(N * IC), dw = widen(dw0), db = widen(db0);
-    reference::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr,
-                               widen(dout).data(), widen(x).data(), widen(w).data(), N, IC, OC);
-    EXPECT_LT(relative_error(download(d_dx, dx.size()), dx), kTolerance);
-    EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance);
-    if (with_bias) {
-      EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
+    // kAdd adds the gradients to dw0 and db0; kWrite replaces whatever was there (NaN here).
+    for (GradientUpdate update : {GradientUpdate::kAdd, GradientUpdate::kWrite}) {
+      SCOPED_TRACE(update == GradientUpdate::kAdd ? "add" : "write");
+      const bool add = update == GradientUpdate::kAdd;
+      auto d_dx = poisoned(N * IC);
+      auto d_dw = add ? upload(dw0) : poisoned(OC * IC), d_db = add ? upload(db0) : poisoned(OC);
+      backend_->matmul_backward(d_dx.as<float>(), d_dw.as<float>(),
+                                with_bias ? d_db.as<float>() : nullptr, d_dout.as<float>(),
+                                d_x.as<float>(), d_w.as<float>(), N, IC, OC, update);
+      Doubles dx(N * IC), dw = add ? widen(dw0) : Doubles(OC * IC, 0.0),
+                          db = add ? widen(db0) : Doubles(OC, 0.0);
+      reference::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr,
+                                 widen(dout).data(), widen(x).data(), widen(w).data(), N, IC, OC);
+      EXPECT_LT(relative_error(download(d_dx, dx.size()), dx), kTolerance);
+      EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance);
+      if (with_bias) {
+        EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
+      }
     }
   }
 }

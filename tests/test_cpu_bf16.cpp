@@ -83,7 +83,8 @@ void check_bf16_linear_layer(int N, int IC, int OC) {
   backend->matmul_forward(d_out.as<float>(), d_inp.as<float>(), d_weight.as<float>(),
                           d_bias.as<float>(), N, IC, OC);
   backend->matmul_backward(d_dinp.as<float>(), d_dweight.as<float>(), d_dbias.as<float>(),
-                           d_dout.as<float>(), d_inp.as<float>(), d_weight.as<float>(), N, IC, OC);
+                           d_dout.as<float>(), d_inp.as<float>(), d_weight.as<float>(), N, IC, OC,
+                           GradientUpdate::kAdd);
 
   const Doubles exact_bias(bias.begin(), bias.end());
   Doubles out(N * OC), out_unrounded(N * OC);
@@ -242,8 +243,8 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     return download(y, size_t(N) * OC);
   };
   auto product_of_gradient = [&](const float* x, int width, const float* inp) {
-    be.fill_zero(dweight, size_t(width) * C * sizeof(float));
-    be.matmul_backward(dinp, dweight, nullptr, x, inp, weight, N, C, width);
+    be.matmul_backward(dinp, dweight, nullptr, x, inp, weight, N, C, width,
+                       GradientUpdate::kWrite);
     Floats both = download(dinp, size_t(N) * C);
     const Floats dw = download(dweight, size_t(width) * C);
     both.insert(both.end(), dw.begin(), dw.end());

@@ -170,23 +170,55 @@ TEST(Model, MicroBatchesAccumulateTheGradientOfTheWholeBatchWithDropout) {
   GPT model(*backend, ModelShape::from_config(c, 65));
   model.initialize(c.seed, c.init_std, false);
   model.plan(B, T, true);
-  model.zero_gradients();
   model.forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, 3, 0});
-  model.backward(1.0f / (B * T));
+  model.backward(1.0f / (B * T), GradientUpdate::kWrite);
   const std::vector<float> whole = model.read_gradients();
-  model.zero_gradients();
+  // As a training step runs its micro-batches: the first writes the gradients, the next adds.
   for (int half = 0; half < 2; ++half) {
     const size_t offset = size_t(half) * (B / 2) * T;
     model.forward(tokens.data() + offset, targets.data() + offset, B / 2, T,
                   DropoutContext{0.2f, 9, 3, static_cast<uint32_t>(half * B / 2)});
-    model.backward(1.0f / (B * T));
+    model.backward(1.0f / (B * T), half == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
   }
   EXPECT_LT(relative_error(model.read_gradients(), whole), 1e-5);
   // And dropout really was on: another step's masks give other gradients.
-  model.zero_gradients();
   model.forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, 4, 0});
-  model.backward(1.0f / (B * T));
+  model.backward(1.0f / (B * T), GradientUpdate::kWrite);
   EXPECT_GT(relative_error(model.read_gradients(), whole), 1e-3);
+}
+
+// backward(.., kWrite) writes some gradients with the products and zeroes the rest first (the
+// LayerNorms', the embeddings'): whatever the gradients held before, it must give exactly what
+// zeroing them all and adding gives, in every model variant (a tied lm_head shares the token
+// embedding's gradient; post_norm and biases add tensors) and in fp32 and bf16.
+TEST(Model, WritingTheGradientsEqualsZeroingThemAndAdding) {
+  Config tied = small_config(), post_norm = load_config("seed004"), no_biases = small_config();
+  tied.tie_weights = true;
+  no_biases.bias = false;
+  no_biases.lm_head_bias = false;
+  for (const char* dtype : {"fp32", "bf16"}) {
+    auto backend = make_backend("cpu", 0, BackendOptions{dtype});
+    for (const Config* c : {&tied, &post_norm, &no_biases}) {
+      SCOPED_TRACE(std::string(dtype) + ", tied " + std::to_string(c->tie_weights) + ", " +
+                   c->block_order + ", bias " + std::to_string(c->bias));
+      const int B = 2, T = c->block_size;
+      GPT model(*backend, ModelShape::from_config(*c, 65));
+      model.initialize(c->seed, c->init_std, false);
+      model.plan(B, T, true);
+      const auto tokens = random_tokens(B * T, 65, 3), targets = random_tokens(B * T, 65, 4);
+      auto pass = [&](uint32_t step, GradientUpdate update) {
+        model.forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, step, 0});
+        model.backward(1.0f / (B * T), update);
+      };
+      model.zero_gradients();
+      pass(1, GradientUpdate::kAdd);
+      const std::vector<float> from_zero = model.read_gradients();
+      pass(2, GradientUpdate::kAdd);  // the gradients now hold two steps' worth
+      ASSERT_NE(model.read_gradients(), from_zero);
+      pass(1, GradientUpdate::kWrite);
+      EXPECT_EQ(model.read_gradients(), from_zero);
+    }
+  }
 }
 
 TEST(Model, GenerationIsDeterministicPerSeed) {

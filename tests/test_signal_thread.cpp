@@ -62,9 +62,8 @@ TEST(StopSignals, NeverInterruptAThreadThatComputes) {
   while (std::chrono::steady_clock::now() < end) {
     auto churn = std::make_unique<std::vector<char>>(1000 + rounds);  // keep malloc busy
     backend->matmul_forward(out.data(), inp.data(), weight.data(), nullptr, N, IC, OC);
-    std::fill(dweight.begin(), dweight.end(), 0.0f);
     backend->matmul_backward(dinp.data(), dweight.data(), nullptr, out.data(), inp.data(),
-                             weight.data(), N, IC, OC);
+                             weight.data(), N, IC, OC, folio::GradientUpdate::kWrite);
     if (first_out.empty()) first_out = out;
     same_every_round = same_every_round && out == first_out;
     ++rounds;

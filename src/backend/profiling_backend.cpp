@@ -49,9 +49,10 @@ void ProfilingBackend::matmul_forward(float* out, const float* inp, const float*
 }
 void ProfilingBackend::matmul_backward(float* dinp, float* dweight, float* dbias,
                                        const float* dout, const float* inp, const float* weight,
-                                       int N, int IC, int OC) {
-  timed("matmul backward", (dinp ? 4.0 : 2.0) * N * IC * OC,
-        [&] { inner_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC); });
+                                       int N, int IC, int OC, GradientUpdate update) {
+  timed("matmul backward", (dinp ? 4.0 : 2.0) * N * IC * OC, [&] {
+    inner_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, update);
+  });
 }
 
 void ProfilingBackend::attention_forward(float* out, float* saved, const float* qkv, int B,

@@ -51,7 +51,8 @@ class ProfilingBackend final : public Backend {
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override;
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, int N, int IC, int OC) override;
+                       const float* inp, const float* weight, int N, int IC, int OC,
+                       GradientUpdate update) override;
   size_t attention_saved_floats(int B, int T, int H, int head_size) const override {
     return inner_->attention_saved_floats(B, T, H, head_size);
   }

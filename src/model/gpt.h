@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -75,9 +76,10 @@ class GPT {
                const DropoutContext& dropout, int first_row = 0, bool last_logits_only = false);
   // Mean loss of the last forward with targets (waits for the device).
   float mean_loss() const;
-  // Accumulates into gradients() the gradient of (dloss * sum of the per-position losses) of the
-  // last forward; dloss = 1 / (B T) gives the gradient of the mean loss.
-  void backward(float dloss);
+  // The gradient of (dloss * sum of the per-position losses) of the last forward, added to
+  // gradients() (kAdd) or replacing what they held (kWrite: a step's first micro-batch, with no
+  // zero_gradients() before it); dloss = 1 / (B T) gives the gradient of the mean loss.
+  void backward(float dloss, GradientUpdate update);
   // Logits of row t of sample b of the last forward (host copy), the V of the vocabulary.
   std::vector<float> logits_row(int b, int t) const;
   std::vector<float> read_logits() const;  // (B, T, V) of the last forward, padding left out
@@ -91,6 +93,8 @@ class GPT {
   size_t activation_bytes() const { return activations_.bytes(); }
 
  private:
+  std::vector<std::pair<size_t, size_t>> gradients_added_into() const;
+
   Backend& backend_;
   ModelShape shape_;
   ParameterLayout layout_;
@@ -98,6 +102,9 @@ class GPT {
   mutable DeviceBuffer gradients_;  // see gradients()
   ModelTensors weights_;
   mutable ModelTensors grads_;
+  // The stretches of gradients() that backward() adds into even when it writes the gradients
+  // (LayerNorms, embeddings): (offset, count) in floats, zeroed by backward(.., kWrite).
+  mutable std::vector<std::pair<size_t, size_t>> added_gradients_;
   ActivationPlan activations_;
   // The shape and dropout of the last forward, which backward() differentiates.
   int last_B_ = 0, last_T_ = 0;

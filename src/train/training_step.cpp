@@ -33,7 +33,6 @@ void TrainingStep::draw_batches(uint32_t step, const BatchFiller& fill) {
 
 double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
   const int B = config_.batch_size, T = config_.block_size;
-  model_.zero_gradients();
   double loss = 0.0;
   for (int micro = 0; micro < split_.grad_accum; ++micro) {
     const Batch& batch = micro_batches_[micro];
@@ -42,7 +41,9 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
     model_.forward(batch.inputs.data(), batch.targets.data(), B, T, dropout);
     // Each position's loss weighs 1 / (all positions of the global batch): summing the ranks'
     // gradients then gives the gradient of the global mean loss.
-    model_.backward(1.0f / (static_cast<float>(split_.global_windows()) * T));
+    // The first micro-batch writes the gradients (no pass zeroing them first), the rest add.
+    model_.backward(1.0f / (static_cast<float>(split_.global_windows()) * T),
+                    micro == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
     if (measure_loss) loss += model_.mean_loss();
   }
   sum_gradients_over_ranks();

@@ -55,16 +55,24 @@ void check_matmul(Backend& backend, int N, int IC, int OC, double tolerance) {
                             IC, OC);
   EXPECT_LT(relative_error(to_host(backend, d_out, out.size()), out), tolerance);
 
-  auto d_dout = to_device(backend, dout), d_dx = to_device(backend, Floats(x.size(), NAN));
-  auto d_dw = to_device(backend, dw0), d_db = to_device(backend, db0);
-  backend.matmul_backward(d_dx.as<float>(), d_dw.as<float>(), d_db.as<float>(), d_dout.as<float>(),
-                          d_x.as<float>(), d_w.as<float>(), N, IC, OC);
-  Doubles dx(x.size()), dw = widened(dw0), db = widened(db0);
-  reference::matmul_backward(dx.data(), dw.data(), db.data(), widened(dout).data(),
-                             widened(x).data(), widened(w).data(), N, IC, OC);
-  EXPECT_LT(relative_error(to_host(backend, d_dx, dx.size()), dx), tolerance);
-  EXPECT_LT(relative_error(to_host(backend, d_dw, dw.size()), dw), tolerance);
-  EXPECT_LT(relative_error(to_host(backend, d_db, db.size()), db), tolerance);
+  auto d_dout = to_device(backend, dout);
+  // kAdd adds the gradients to dw0 and db0; kWrite replaces whatever was there (NaN here).
+  for (GradientUpdate update : {GradientUpdate::kAdd, GradientUpdate::kWrite}) {
+    SCOPED_TRACE(update == GradientUpdate::kAdd ? "add" : "write");
+    const bool add = update == GradientUpdate::kAdd;
+    auto d_dx = to_device(backend, Floats(x.size(), NAN));
+    auto d_dw = to_device(backend, add ? dw0 : Floats(dw0.size(), NAN));
+    auto d_db = to_device(backend, add ? db0 : Floats(db0.size(), NAN));
+    backend.matmul_backward(d_dx.as<float>(), d_dw.as<float>(), d_db.as<float>(),
+                            d_dout.as<float>(), d_x.as<float>(), d_w.as<float>(), N, IC, OC, update);
+    Doubles dx(x.size()), dw = add ? widened(dw0) : Doubles(dw0.size(), 0.0),
+                         db = add ? widened(db0) : Doubles(db0.size(), 0.0);
+    reference::matmul_backward(dx.data(), dw.data(), db.data(), widened(dout).data(),
+                               widened(x).data(), widened(w).data(), N, IC, OC);
+    EXPECT_LT(relative_error(to_host(backend, d_dx, dx.size()), dx), tolerance);
+    EXPECT_LT(relative_error(to_host(backend, d_dw, dw.size()), dw), tolerance);
+    EXPECT_LT(relative_error(to_host(backend, d_db, db.size()), db), tolerance);
+  }
 }
 
 TEST_F(CudaOps, MatmulInBf16) {

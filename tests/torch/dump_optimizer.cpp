@@ -61,9 +61,8 @@ void dump_adamw(const Config& c, int steps, const std::string& out_dir) {
   std::string learning_rates;
   for (int step = 0; step < steps; ++step) {
     const std::string k = std::to_string(step + 1) + ".";
-    model.zero_gradients();
     model.forward(inputs.data(), targets.data(), B, T, DropoutContext{});
-    model.backward(1.0f / (B * T));
+    model.backward(1.0f / (B * T), GradientUpdate::kWrite);
     add_named(out, "grad." + k, model, model.read_gradients());
     backend->sum_of_squares(squared_norm.as<float>(), model.gradients(), n);
     optimizer.step(learning_rate_at(c, step), squared_norm.as<float>());

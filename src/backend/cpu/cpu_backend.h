@@ -50,7 +50,8 @@ class CpuBackend final : public Backend {
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override;
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, int N, int IC, int OC) override;
+                       const float* inp, const float* weight, int N, int IC, int OC,
+                       GradientUpdate update) override;
   // saved = each query row's log-sum-exp of its scores, (B, H, T)
   size_t attention_saved_floats(int B, int T, int H, int head_size) const override {
     (void)head_size;

@@ -37,7 +37,9 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* weigh
 }
 
 void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                 const float* inp, const float* weight, int N, int IC, int OC) {
+                                 const float* inp, const float* weight, int N, int IC, int OC,
+                                 GradientUpdate update) {
+  const bool add = update == GradientUpdate::kAdd;
   if (bf16_) {
     const cpu::bf16* dout16 = rounded_to_bf16(kGradient, dout, static_cast<size_t>(N) * OC);
     if (dinp) {
@@ -46,10 +48,10 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
       cpu::gemm_bf16(false, false, N, IC, OC, dout16, OC, weight16, IC, false, dinp, IC);
     }
     const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
-    cpu::gemm_bf16(true, false, OC, IC, N, dout16, OC, inp16, IC, true, dweight, IC);
+    cpu::gemm_bf16(true, false, OC, IC, N, dout16, OC, inp16, IC, add, dweight, IC);
   } else {
     if (dinp) cpu::sgemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
-    cpu::sgemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+    cpu::sgemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, add ? 1.0f : 0.0f, dweight, IC);
   }
   if (dbias) {
     float* partials = thread_partials(static_cast<size_t>(OC));
@@ -63,6 +65,7 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
         for (int o = 0; o < OC; ++o) mine[o] += row[o];
       }
     }
+    if (!add) std::fill(dbias, dbias + OC, 0.0f);
     reduce_thread_partials(dbias, static_cast<size_t>(OC));
   }
 }

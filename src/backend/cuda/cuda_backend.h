@@ -90,7 +90,8 @@ class CudaBackend final : public Backend {
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override;
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, int N, int IC, int OC) override;
+                       const float* inp, const float* weight, int N, int IC, int OC,
+                       GradientUpdate update) override;
   // Flash attention saves each row's log-sum-exp (B, H, T) and a copy of the output (B, T, A),
   // whose row products with dout the backward pass needs; without it, the probabilities.
   size_t attention_saved_floats(int B, int T, int H, int head_size) const override;

@@ -87,9 +87,11 @@ void CudaBackend::matmul_forward(float* out, const float* inp, const float* weig
   }
 }
 
-// dinp (N, IC) = dout (N, OC) @ weight; dweight (OC, IC) += dout^T @ inp; dbias += column sums
+// dinp (N, IC) = dout (N, OC) @ weight; dweight (OC, IC) += dout^T @ inp, dbias += its column
+// sums (= for both with GradientUpdate::kWrite)
 void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                  const float* inp, const float* weight, int N, int IC, int OC) {
+                                  const float* inp, const float* weight, int N, int IC, int OC,
+                                  GradientUpdate update) {
   const bool bf16_operands = bf16_product({IC, OC});
   const void* dout_operand =
       matmul_operand(dout, size_t(N) * OC, false, bf16_operands, Scratch::kOperandA);
@@ -116,9 +118,11 @@ void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, con
       .b = {matmul_operand(inp, size_t(N) * IC, false, bf16_operands, Scratch::kOperandC), IC},
       .out = dweight,
       .ld_out = IC,
-      .beta = 1.0f};  // accumulate
+      .beta = update == GradientUpdate::kAdd ? 1.0f : 0.0f};  // accumulate, or write
   wrote(dweight, size_t(OC) * IC * sizeof(float));
   if (dbias != nullptr) wrote(dbias, size_t(OC) * sizeof(float));
+  // Both ways of summing the bias gradient below add to dbias: written, it starts from zero.
+  if (dbias != nullptr && update == GradientUpdate::kWrite) fill_zero(dbias, size_t(OC) * sizeof(float));
   if (dbias != nullptr && options_.fused_kernels) {
     // The epilogue overwrites its vector; the gradient accumulates, so add it in afterwards.
     auto* bias_gradient =
