@@ -42,7 +42,12 @@ size_t scratch_floats(int T) {
 
 void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H,
                                    int hs, int q_start, const DropoutSpec& dropout) {
-  if (tiles_fit(hs)) return attention_forward_tiles(out, lse, qkv, B, T, H, hs, q_start, dropout);
+  // A training forward pass (every row) records its masks for the backward pass.
+  const cpu::MaskBits masks = dropout.active() && q_start == 0
+                                  ? dropout_masks_.record(dropout, B, H * T, T)
+                                  : cpu::MaskBits{};
+  if (tiles_fit(hs))
+    return attention_forward_tiles(out, lse, qkv, B, T, H, hs, q_start, dropout, masks);
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
@@ -68,8 +73,8 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
       for (int i = r0; i < r1; ++i) {
         float* p = strip + static_cast<size_t>(i - r0) * r1;
         row_lse[i] = causal_softmax_row(p, i, r1, 1.0f);  // sgemm scaled them
-        if (dropout.active()) {  // the weights that multiply v; the backward pass redraws them
-          draw_row_multipliers(multipliers, dropout, b, h, T, i);
+        if (dropout.active()) {  // the weights that multiply v; the backward pass recalls them
+          draw_row_multipliers(multipliers, dropout, b, h, T, i, masks);
 #pragma omp simd
           for (int j = 0; j <= i; ++j) p[j] *= multipliers[j];
         }
@@ -86,7 +91,10 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
 void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
                                     const float* lse, int B, int T, int H, int hs,
                                     const DropoutSpec& dropout) {
-  if (tiles_fit(hs)) return attention_backward_tiles(dqkv, dout, qkv, lse, B, T, H, hs, dropout);
+  const cpu::MaskBits masks =
+      dropout.active() ? dropout_masks_.find(dropout, B, H * T, T) : cpu::MaskBits{};
+  if (tiles_fit(hs))
+    return attention_backward_tiles(dqkv, dout, qkv, lse, B, T, H, hs, dropout, masks);
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
@@ -127,7 +135,7 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
       for (int i = r0; i < r1; ++i) {
         const size_t offset = static_cast<size_t>(i - r0) * r1;
         attention_backward_row({probs + offset, grad + offset, dropped + offset, i, row_lse[i]},
-                               r1, 1.0f, scale, multipliers, dropout, b, h, T);
+                               r1, 1.0f, scale, multipliers, dropout, masks, b, h, T);
       }
       // dv += weights^T @ d_out, over the keys the strip saw.
       cpu::sgemm_serial(true, false, r1, hs, rows, 1.0f, dropout.active() ? dropped : probs, r1,

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "backend/cpu/dropout_masks.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/vector_math.h"
 
@@ -50,11 +51,23 @@ inline float causal_softmax_row(float* row, int i, int width, float scale) {
 }
 
 // multipliers[0..i] = mask * 1/(1-p) of query row i's weights: element (h * T + i) * T + j of
-// sample b's stream, the counters the reference and the GPU use.
+// sample b's stream, the counters the reference and the GPU use. The forward pass draws them and
+// records them in `masks` (row h * T + i of sample b) when it records; the backward pass recalls
+// them from there, or draws them again when nothing was recorded.
 inline void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout, int b, int h,
-                                 int T, int i) {
+                                 int T, int i, const cpu::MaskBits& masks) {
   cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(b),
                            (static_cast<uint64_t>(h) * T + i) * T, static_cast<size_t>(i) + 1);
+  if (masks.recorded())
+    cpu::store_mask_bits(masks.row(b, h * T + i), multipliers, static_cast<size_t>(i) + 1);
+}
+inline void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int b, int h,
+                                   int T, int i, const cpu::MaskBits& masks) {
+  if (masks.recorded())
+    cpu::load_mask_bits(multipliers, masks.row(b, h * T + i), static_cast<size_t>(i) + 1,
+                        dropout.scale());
+  else
+    draw_row_multipliers(multipliers, dropout, b, h, T, i, masks);
 }
 
 // Query row i of a strip in the backward pass, over `width` columns (zero beyond i on return):
@@ -71,7 +84,7 @@ struct BackwardRow {
 };
 inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
                                    float scale, float* multipliers, const DropoutSpec& dropout,
-                                   int b, int h, int T) {
+                                   const cpu::MaskBits& masks, int b, int h, int T) {
   float* p = row.p;
   float* g = row.g;
   const int i = row.i;
@@ -79,7 +92,7 @@ inline void attention_backward_row(const BackwardRow& row, int width, float scor
   for (int j = 0; j <= i; ++j) p[j] = cpu::vexp(p[j] * score_scale - row.log_sum_exp);
   std::fill(p + i + 1, p + width, 0.0f);
   if (dropout.active()) {
-    draw_row_multipliers(multipliers, dropout, b, h, T, i);
+    recall_row_multipliers(multipliers, dropout, b, h, T, i, masks);
 #pragma omp simd
     for (int j = 0; j <= i; ++j) {
       row.w[j] = p[j] * multipliers[j];

@@ -76,7 +76,8 @@ void round_row(cpu::bf16* to, const float* from, int n) {
 }  // namespace
 
 void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qkv, int B, int T,
-                                         int H, int hs, int q_start, const DropoutSpec& dropout) {
+                                         int H, int hs, int q_start, const DropoutSpec& dropout,
+                                         const cpu::MaskBits& masks) {
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int Tp = round_up_32(T), Tq = Tp + 32;  // keys padded; query rows with a strip's padding
@@ -119,8 +120,8 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
       for (int i = r0; i < r1; ++i) {
         float* p = strip + static_cast<size_t>(i - r0) * N;
         row_lse[i] = causal_softmax_row(p, i, N, scale);
-        if (dropout.active()) {  // the weights that multiply v; the backward pass redraws them
-          draw_row_multipliers(multipliers, dropout, b, h, T, i);
+        if (dropout.active()) {  // the weights that multiply v; the backward pass recalls them
+          draw_row_multipliers(multipliers, dropout, b, h, T, i, masks);
 #pragma omp simd
           for (int j = 0; j <= i; ++j) p[j] *= multipliers[j];
         }
@@ -138,7 +139,8 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
 
 void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const float* qkv,
                                           const float* lse, int B, int T, int H, int hs,
-                                          const DropoutSpec& dropout) {
+                                          const DropoutSpec& dropout,
+                                          const cpu::MaskBits& masks) {
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int Tp = round_up_32(T), Tq = Tp + 32;
@@ -205,7 +207,7 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
       for (int i = r0; i < r1; ++i) {
         const size_t offset = static_cast<size_t>(i - r0) * N;
         attention_backward_row({probs + offset, grad + offset, dropped + offset, i, row_lse[i]},
-                               N, scale, scale, multipliers, dropout, b, h, T);
+                               N, scale, scale, multipliers, dropout, masks, b, h, T);
         round_row(grad16 + offset, grad + offset, N);
       }
       float* weights = dropout.active() ? dropped : probs;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/dropout_masks.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/huge_pages.h"
 
@@ -118,10 +119,11 @@ class CpuBackend final : public Backend {
   // with AMX, in the AVX-512 kernels, for heads whose size is a multiple of 32 (a tile's depth).
   bool tiles_fit(int head_size) const { return amx_attention_ && head_size % 32 == 0; }
   void attention_forward_tiles(float* out, float* lse, const float* qkv, int B, int T, int H,
-                               int hs, int q_start, const DropoutSpec& dropout);
+                               int hs, int q_start, const DropoutSpec& dropout,
+                               const cpu::MaskBits& masks);
   void attention_backward_tiles(float* dqkv, const float* dout, const float* qkv,
                                 const float* lse, int B, int T, int H, int hs,
-                                const DropoutSpec& dropout);
+                                const DropoutSpec& dropout, const cpu::MaskBits& masks);
   // Per-thread scratch for attention (strips of query rows); grows on first use only.
   float* attention_scratch(int thread, size_t floats_per_thread);
   // `floats` zeroed floats for each thread, for per-thread partial sums.
@@ -146,6 +148,7 @@ class CpuBackend final : public Backend {
     bool stale = true;
   };
   ParameterMirror mirror_;
+  cpu::DropoutMasks dropout_masks_;  // the forward pass's, for the backward pass
   std::vector<std::vector<float>> scratch_;
   std::vector<float> partials_;
   std::vector<double> sum_partials_;  // one per thread, for sum() and sum_of_squares()

@@ -47,11 +47,23 @@ void normalize_row(float* y, cpu::bf16* y16, float& mean, float& rstd, const flo
 }
 
 // The dropout multipliers of row i of a residual branch whose samples have rows_per_sample rows
-// of C: elements (i mod rows_per_sample) * C .. + C of its sample's stream.
+// of C: elements (i mod rows_per_sample) * C .. + C of its sample's stream. The forward pass
+// draws them and records them in `masks` when it records; the backward pass recalls them from
+// there, or draws them again when nothing was recorded.
 void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout, int i,
-                          int rows_per_sample, int C) {
-  cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(i / rows_per_sample),
-                           static_cast<uint64_t>(i % rows_per_sample) * C, C);
+                          int rows_per_sample, int C, const cpu::MaskBits& masks) {
+  const int sample = i / rows_per_sample, row = i % rows_per_sample;
+  cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(sample),
+                           static_cast<uint64_t>(row) * C, C);
+  if (masks.recorded()) cpu::store_mask_bits(masks.row(sample, row), multipliers, C);
+}
+void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int i,
+                            int rows_per_sample, int C, const cpu::MaskBits& masks) {
+  if (masks.recorded())
+    cpu::load_mask_bits(multipliers, masks.row(i / rows_per_sample, i % rows_per_sample), C,
+                        dropout.scale());
+  else
+    draw_row_multipliers(multipliers, dropout, i, rows_per_sample, C, masks);
 }
 
 }  // namespace
@@ -74,6 +86,9 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
   const int N = static_cast<int>(B * per_sample / C);
   const int rows_per_sample = static_cast<int>(per_sample / C);
   cpu::bf16* ln_out16 = bf16_output(kOperandA, ln_out, static_cast<size_t>(N) * C);
+  const cpu::MaskBits masks = dropout.active()
+                                  ? dropout_masks_.record(dropout, B, rows_per_sample, C)
+                                  : cpu::MaskBits{};
 #pragma omp parallel
   {
     std::vector<float> multipliers(dropout.active() ? C : 0);
@@ -82,7 +97,7 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
       const size_t offset = static_cast<size_t>(i) * C;
       float* x = residual_out + offset;
       if (dropout.active()) {
-        draw_row_multipliers(multipliers.data(), dropout, i, rows_per_sample, C);
+        draw_row_multipliers(multipliers.data(), dropout, i, rows_per_sample, C, masks);
 #pragma omp simd
         for (int c = 0; c < C; ++c)
           x[c] = residual[offset + c] + branch[offset + c] * multipliers[c];
@@ -116,6 +131,9 @@ void CpuBackend::layernorm_dropout_add_backward(float* dinp, float* dbranch, flo
   float* partials = thread_partials(size_t(2) * C);
   cpu::bf16* dbranch16 =
       dbranch ? bf16_output(kGradient, dbranch, static_cast<size_t>(N) * C) : nullptr;
+  const cpu::MaskBits masks = dbranch && dropout.active()
+                                  ? dropout_masks_.find(dropout, B, rows_per_sample, C)
+                                  : cpu::MaskBits{};
 #pragma omp parallel num_threads(threads_)
   {
     float* my_dweight = partials + size_t(2) * C * omp_get_thread_num();
@@ -146,7 +164,7 @@ void CpuBackend::layernorm_dropout_add_backward(float* dinp, float* dbranch, flo
       if (dbranch == nullptr) continue;
       float* db = dbranch + offset;
       if (dropout.active()) {
-        draw_row_multipliers(multipliers.data(), dropout, i, rows_per_sample, C);
+        recall_row_multipliers(multipliers.data(), dropout, i, rows_per_sample, C, masks);
 #pragma omp simd
         for (int c = 0; c < C; ++c) db[c] = dx[c] * multipliers[c];
       } else {

@@ -261,5 +261,40 @@ inline void dropout_multipliers(float* out, const DropoutSpec& dropout, uint32_t
   }
 }
 
+// The multipliers of `count` elements packed into bits, 1 where kept (out gets whole words, its
+// bits past count zero), and back: the dropout masks a forward pass records (dropout_masks.h).
+// With AVX-512 sixteen elements are one compare into a mask register, or one masked move out of
+// it; a bit-at-a-time loop cost as much as the Philox draws it replaced.
+inline void store_mask_bits(uint64_t* out, const float* multipliers, size_t count) {
+  for (size_t word = 0; word * 64 < count; ++word) {
+    const size_t first = word * 64, n = std::min<size_t>(64, count - first);
+    uint64_t bits = 0;
+#if defined(__AVX512F__)
+    for (size_t k = 0; k < n; k += 16) {
+      const __mmask16 valid = n - k >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - k)) - 1);
+      const __m512 m = _mm512_maskz_loadu_ps(valid, multipliers + first + k);
+      bits |= uint64_t{_mm512_mask_cmp_ps_mask(valid, m, _mm512_setzero_ps(), _CMP_NEQ_UQ)} << k;
+    }
+#else
+    for (size_t k = 0; k < n; ++k) bits |= uint64_t{multipliers[first + k] != 0.0f} << k;
+#endif
+    out[word] = bits;
+  }
+}
+inline void load_mask_bits(float* multipliers, const uint64_t* bits, size_t count, float scale) {
+#if defined(__AVX512F__)
+  const __m512 kept = _mm512_set1_ps(scale);
+  for (size_t k = 0; k < count; k += 16) {
+    const __mmask16 mask = static_cast<__mmask16>(bits[k / 64] >> (k % 64));
+    const __mmask16 valid =
+        count - k >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (count - k)) - 1);
+    _mm512_mask_storeu_ps(multipliers + k, valid, _mm512_maskz_mov_ps(mask, kept));
+  }
+#else
+  for (size_t k = 0; k < count; ++k)
+    multipliers[k] = (bits[k / 64] >> (k % 64)) & 1 ? scale : 0.0f;
+#endif
+}
+
 }  // namespace FOLIO_CPU_VARIANT
 }  // namespace folio::cpu
