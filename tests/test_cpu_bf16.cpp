@@ -96,7 +96,9 @@ void check_bf16_linear_layer(int N, int IC, int OC) {
   Doubles dinp(N * IC), dweight(dweight0.begin(), dweight0.end()), dbias(dbias0.begin(), dbias0.end());
   reference::matmul_backward(dinp.data(), dweight.data(), dbias.data(), rounded(dout).data(),
                              rounded(inp).data(), rounded(weight).data(), N, IC, OC);
-  // The bias gradient sums the fp32 gradient, not its bf16 copy.
+  // The bias gradient sums the bf16 copy of the gradient the products read (as PyTorch's autocast
+  // and the GPU's fused epilogue do), in fp32: the reference's sum of the rounded gradient, and
+  // bf16's resolution away from the sum of the fp32 one.
   Doubles dbias_exact(dbias0.begin(), dbias0.end());
   for (int i = 0; i < N; ++i)
     for (int o = 0; o < OC; ++o) dbias_exact[o] += dout[static_cast<size_t>(i) * OC + o];
@@ -107,7 +109,10 @@ void check_bf16_linear_layer(int N, int IC, int OC) {
   EXPECT_GT(relative_error(got, out_unrounded), 1e-4) << "the operands were not rounded to bf16";
   EXPECT_LT(relative_error(download(d_dinp, dinp.size()), dinp), 1e-5);
   EXPECT_LT(relative_error(download(d_dweight, dweight.size()), dweight), 1e-5);
-  EXPECT_LT(relative_error(download(d_dbias, dbias.size()), dbias_exact), 1e-6);
+  const Floats got_dbias = download(d_dbias, dbias.size());
+  EXPECT_LT(relative_error(got_dbias, dbias), 1e-6);
+  EXPECT_LT(relative_error(got_dbias, dbias_exact), 1e-2);
+  EXPECT_GT(relative_error(got_dbias, dbias_exact), 1e-4) << "the gradient was not rounded";
 
   // The linear layer fused with its nonlinearity: the same product and bias (added by the
   // product itself with bf16 operands, by the activation's pass in fp32), then GELU of it.

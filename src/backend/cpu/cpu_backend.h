@@ -109,6 +109,8 @@ class CpuBackend final : public Backend {
   // A weight's bf16 operand: from the parameters' mirror when it lies in the parameter buffer
   // (refreshed first if out of date), else rounded into kOperandB.
   const cpu::bf16* bf16_weight(const float* weight, size_t n);
+  // n bf16 ones: the row vector whose product with a gradient sums its columns (a bias gradient).
+  const cpu::bf16* ones_bf16(size_t n);
   // Called by the ops that write memory other than through adamw_update, the products and the
   // copies: a write into the parameter buffer makes the mirror out of date, and a write into a
   // tensor whose writer made its bf16 copy drops that copy. (The fp32 parameters stay the truth;
@@ -148,6 +150,7 @@ class CpuBackend final : public Backend {
     bool stale = true;
   };
   ParameterMirror mirror_;
+  std::vector<cpu::bf16> ones_;
   cpu::DropoutMasks dropout_masks_;  // the forward pass's, for the backward pass
   std::vector<std::vector<float>> scratch_;
   std::vector<float> partials_;

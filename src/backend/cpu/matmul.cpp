@@ -49,10 +49,15 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
     }
     const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
     cpu::gemm_bf16(true, false, OC, IC, N, dout16, OC, inp16, IC, add, dweight, IC);
-  } else {
-    if (dinp) cpu::sgemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
-    cpu::sgemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, add ? 1.0f : 0.0f, dweight, IC);
+    // dbias = the column sums of the bf16 gradient the two products read, as the product
+    // ones(1, N) dout16: it reads the 2-byte copy, where summing the fp32 dout read 4 bytes an
+    // element (a pass over dout costs as much as a product at shakespeare_char's shapes). The
+    // sum is of the rounded gradient, as the bias's is in PyTorch's bf16 autocast.
+    if (dbias) cpu::gemm_bf16(false, false, 1, OC, N, ones_bf16(N), N, dout16, OC, add, dbias, OC);
+    return;
   }
+  if (dinp) cpu::sgemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
+  cpu::sgemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, add ? 1.0f : 0.0f, dweight, IC);
   if (dbias) {
     float* partials = thread_partials(static_cast<size_t>(OC));
 #pragma omp parallel num_threads(threads_)
@@ -68,6 +73,11 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
     if (!add) std::fill(dbias, dbias + OC, 0.0f);
     reduce_thread_partials(dbias, static_cast<size_t>(OC));
   }
+}
+
+const cpu::bf16* CpuBackend::ones_bf16(size_t n) {
+  if (ones_.size() < n) ones_.assign(n, cpu::to_bf16(1.0f));
+  return ones_.data();
 }
 
 const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, size_t n) {
