@@ -246,6 +246,16 @@ TEST_P(BackendOps, Activation) {
     reference::activation_backward(dx.data(), widen(dout).data(), widen(x).data(), n, kind);
     EXPECT_LT(relative_error(download(d_out, n), out), kTolerance);
     EXPECT_LT(relative_error(download(d_dx, n), dx), kTolerance);
+
+    // In place (the model's d_fc is its d_fc_act; a ReLU model's fc is its fc_act), and ReLU's
+    // derivative read from its output, as a ReLU model keeps only that.
+    auto in_place = upload(x), gradient_in_place = upload(dout);
+    backend_->activation_forward(in_place.as<float>(), in_place.as<float>(), n, kind);
+    EXPECT_LT(relative_error(download(in_place, n), out), kTolerance);
+    const float* derivative_from = kind == Activation::kRelu ? in_place.as<float>() : d_x.as<float>();
+    backend_->activation_backward(gradient_in_place.as<float>(), gradient_in_place.as<float>(),
+                                  derivative_from, n, kind);
+    EXPECT_LT(relative_error(download(gradient_in_place, n), dx), kTolerance);
   }
 }
 
@@ -268,6 +278,12 @@ TEST_P(BackendOps, MatmulActivationFused) {
       reference::activation_forward(out.data(), pre.data(), pre.size(), kind);
       EXPECT_LT(relative_error(download(d_pre, pre.size()), pre), kTolerance);
       EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+      // pre and out the same tensor: only the activation is kept
+      auto d_both = poisoned(N * OC);
+      backend_->matmul_activation_forward(d_both.as<float>(), d_both.as<float>(), d_x.as<float>(),
+                                          d_w.as<float>(), with_bias ? d_b.as<float>() : nullptr,
+                                          N, IC, OC, kind);
+      EXPECT_LT(relative_error(download(d_both, out.size()), out), kTolerance);
     }
   }
 }

@@ -124,6 +124,13 @@ void check_bf16_linear_layer(int N, int IC, int OC) {
   Doubles act(out.size());
   reference::activation_forward(act.data(), out.data(), act.size(), Activation::kGelu);
   EXPECT_LT(relative_error(download(d_act, act.size()), act), 1e-5);
+  // ReLU kept in place (pre == out): the product applies it as it writes the rows.
+  auto d_relu = upload(Floats(N * OC, NAN));
+  backend->matmul_activation_forward(d_relu.as<float>(), d_relu.as<float>(), d_inp.as<float>(),
+                                     d_weight.as<float>(), d_bias.as<float>(), N, IC, OC,
+                                     Activation::kRelu);
+  reference::activation_forward(act.data(), out.data(), act.size(), Activation::kRelu);
+  EXPECT_LT(relative_error(download(d_relu, act.size()), act), 1e-5);
 }
 
 TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {

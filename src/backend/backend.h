@@ -136,8 +136,10 @@ class Backend {
                                   const DropoutSpec& dropout) = 0;
 
   // ---- elementwise nonlinearity (ReLU, exact erf GELU, or tanh GELU: see Activation) --------
+  // Both may run in place (out == inp, dinp == dout). For ReLU, activation_backward's inp may be
+  // the forward's output instead of its input: out > 0 exactly where inp > 0.
   virtual void activation_forward(float* out, const float* inp, size_t n, Activation kind) = 0;
-  // dinp =
+  // dinp = dout * activation'(inp)
   virtual void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                                    Activation kind) = 0;
 
@@ -193,7 +195,8 @@ class Backend {
   }
 
   // pre = inp @ weight^T + bias, then out = activation(pre): matmul_forward's arguments and
-  // activation_forward's output (pre is kept: activation_backward reads it).
+  // activation_forward's output (pre is kept: activation_backward reads it). pre and out may be
+  // the same tensor (a ReLU model keeps only ReLU's output).
   virtual void matmul_activation_forward(float* pre, float* out, const float* inp,
                                          const float* weight, const float* bias, int N, int IC,
                                          int OC, Activation kind) {

@@ -50,12 +50,8 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
     l.ln2_mean = c.take<float>(BT);
     l.ln2_rstd = c.take<float>(BT);
     l.fc = c.take<float>(BT * F);
-    if (!p.shared_fc_act) l.fc_act = c.take<float>(BT * F);
+    l.fc_act = p.relu_in_place ? l.fc : c.take<float>(BT * F);
     l.residual_out = c.take<float>(BT * C);
-  }
-  if (p.shared_fc_act) {  // one for all layers: the backward pass recomputes it from fc
-    float* fc_act = c.take<float>(BT * F);
-    for (LayerActivations& l : p.layers) l.fc_act = fc_act;
   }
   p.lnf = c.take<float>(BT * C);
   p.lnf_mean = c.take<float>(BT);
@@ -72,7 +68,7 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
     p.d_att = c.take<float>(BT * A);
     p.d_qkv = c.take<float>(BT * 3 * A);
     p.d_fc_act = c.take<float>(BT * F);
-    p.d_fc = c.take<float>(BT * F);
+    p.d_fc = p.d_fc_act;  // each element's gradient through the nonlinearity replaces its own
     p.d_logits = c.take<float>(BT * V);
   }
 }
@@ -85,7 +81,7 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   plan.B = B;
   plan.T = T;
   plan.with_gradients = with_gradients;
-  plan.shared_fc_act = shape.activation == Activation::kRelu;
+  plan.relu_in_place = shape.activation == Activation::kRelu;
   Carver counter(nullptr);
   carve(plan, counter, shape, backend);
   plan.memory = DeviceBuffer(backend, counter.used());

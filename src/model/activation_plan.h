@@ -30,15 +30,17 @@ struct LayerActivations {
   float* att;                         // (BT, A) heads concatenated
   float* residual_mid;                // (BT, C) x + sa(ln1(x)) (post_norm: ln1(x) + sa(ln1(x)))
   float *ln2, *ln2_mean, *ln2_rstd;  // (BT, C), (BT), (BT)
-  float* fc;                          // (BT, 4C) before the nonlinearity
-  float* fc_act;                      // (BT, 4C) after it: one for all layers if shared_fc_act
+  float* fc;                          // (BT, 4C) before the nonlinearity (ReLU: after it)
+  float* fc_act;                      // (BT, 4C) after it: fc itself when relu_in_place
   float* residual_out;                // (BT, C) the block's output
 };
 
 struct ActivationPlan {
   int B = 0, T = 0;
   bool with_gradients = false;
-  bool shared_fc_act = false;  // all layers' fc_act in one buffer (ReLU): backward recomputes it
+  // ReLU's derivative is the same read from its output as from its input (out > 0 exactly when
+  // in > 0), so a ReLU model keeps only the output: fc_act is fc, written in place.
+  bool relu_in_place = false;
   DeviceBuffer memory;
 
   int32_t *tokens = nullptr, *targets = nullptr;  // (BT) on the device
@@ -60,7 +62,7 @@ struct ActivationPlan {
   float* d_att = nullptr;       // (BT, A)
   float* d_qkv = nullptr;       // (BT, 3A)
   float* d_fc_act = nullptr;    // (BT, 4C)
-  float* d_fc = nullptr;        // (BT, 4C)
+  float* d_fc = nullptr;        // (BT, 4C) the same memory: activation_backward works in place
   float* d_logits = nullptr;    // (BT, Vp)
 
   size_t bytes() const { return memory.bytes(); }

@@ -342,11 +342,9 @@ void GPT::backward(float dloss, GradientUpdate update) {
     const LayerActivations& block = act.layers[l];
     // x = x + ffwd(ln2(x)) (post_norm: x + ffwd(x) after x = ln2(x)): d_residual flows through
     // unchanged, d_branch into the branch
-    if (act.shared_fc_act && l + 1 < shape_.n_layer)  // the last layer's is still there
-      backend_.activation_forward(block.fc_act, block.fc, static_cast<size_t>(BT) * F,
-                                  shape_.activation);
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
                              w.fc2_weight, BT, F, C, update);
+    // In place (d_fc is d_fc_act); block.fc is ReLU's output for ReLU models (relu_in_place)
     backend_.activation_backward(act.d_fc, act.d_fc_act, block.fc, static_cast<size_t>(BT) * F,
                                  shape_.activation);
     backend_.matmul_backward(act.d_ln, g.fc_weight, g.fc_bias, act.d_fc, block.ln2, w.fc_weight, BT,
@@ -396,7 +394,7 @@ std::vector<float> GPT::read_logits() const {
   return logits;
 }
 
-std::vector<float> GPT::read_feed_forward_preactivations(int layer) const {
+std::vector<float> GPT::read_feed_forward_hidden(int layer) const {
   if (layer < 0 || layer >= shape_.n_layer)
     throw Error("internal: no block " + std::to_string(layer));
   if (!activations_.with_gradients)  // inference plans share one fc among all layers

@@ -83,10 +83,11 @@ class GPT {
   // Logits of row t of sample b of the last forward (host copy), the V of the vocabulary.
   std::vector<float> logits_row(int b, int t) const;
   std::vector<float> read_logits() const;  // (B, T, V) of the last forward, padding left out
-  // The feed-forward pre-activations (B, T, 4C) of block `layer` in the last forward (host copy):
-  // the PyTorch comparison needs the side of ReLU's kink folio took where fc is within rounding
-  // of zero. Only after a forward of a plan with gradients (training): see activation_plan.h.
-  std::vector<float> read_feed_forward_preactivations(int layer) const;
+  // The feed-forward hidden values (B, T, 4C) of block `layer` in the last forward (host copy):
+  // before the nonlinearity, or for ReLU after it (kept in place, see activation_plan.h), whose
+  // signs are ReLU's mask either way. The PyTorch comparison needs the side of ReLU's kink folio
+  // took where fc is within rounding of zero. Only after a forward of a plan with gradients.
+  std::vector<float> read_feed_forward_hidden(int layer) const;
 
   // Allocates the activations for batches of up to (B, T) now, rather than at the first forward.
   void plan(int B, int T, bool with_gradients);

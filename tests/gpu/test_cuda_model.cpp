@@ -91,7 +91,9 @@ std::vector<float> difference(const std::vector<float>& after, const std::vector
 // pre-activation within rounding of zero may land on either side on the CPU and on the GPU, and
 // one such flip moves the gradients of every earlier block by 2-5e-4, past fp32's tolerance.
 // Outside the band the signs must agree; a batch with a flip inside the band is set aside for the
-// next one (flips are about one in millions, so a second batch is all it ever takes).
+// next one (flips are about one in millions, so a second batch is all it ever takes). A ReLU model
+// keeps ReLU's output, not its input (activation_plan.h): a flip is a zero on one side and the
+// positive value on the other, inside the band when that value is.
 constexpr float kKinkBand = 1e-5f;
 struct KinkFlips {
   size_t in_band = 0, outside = 0;
@@ -100,8 +102,8 @@ KinkFlips relu_kink_flips(const Trainee& cpu, const Trainee& gpu) {
   KinkFlips flips;
   if (cpu.config.activation != "relu") return flips;  // GELU has no kink
   for (int layer = 0; layer < cpu.config.n_layer; ++layer) {
-    const std::vector<float> a = cpu.model.read_feed_forward_preactivations(layer),
-                             b = gpu.model.read_feed_forward_preactivations(layer);
+    const std::vector<float> a = cpu.model.read_feed_forward_hidden(layer),
+                             b = gpu.model.read_feed_forward_hidden(layer);
     for (size_t i = 0; i < a.size(); ++i) {
       if ((a[i] > 0) == (b[i] > 0)) continue;
       const bool near_zero = std::abs(a[i]) < kKinkBand && std::abs(b[i]) < kKinkBand;

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     const std::vector<float> gradients = model.read_gradients();
     std::vector<std::vector<float>> preactivations;
     for (int l = 0; l < c.n_layer; ++l)
-      preactivations.push_back(model.read_feed_forward_preactivations(l));
+      preactivations.push_back(model.read_feed_forward_hidden(l));
     training.update(learning_rate_at(c, 0));
     // The masks TrainingStep drew for step 0 (its one micro-batch starts at window 0).
     const DropoutContext dropout{static_cast<float>(c.dropout), c.seed, 0, 0};

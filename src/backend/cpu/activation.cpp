@@ -140,10 +140,14 @@ void CpuBackend::activation_backward(float* dinp, const float* dout, const float
 
 // The product, then the nonlinearity in one pass over its output. In fp32 that pass adds the
 // bias too (sgemm has no bias: matmul_forward would fill the output with it before the product
-// and have the product read it back, beta = 1); bf16 products add it as they write the rows.
+// and have the product read it back, beta = 1); bf16 products add it as they write the rows, and
+// apply ReLU too when only its output is kept (pre == out): then there is no pass at all, and the
+// product that reads the output next rounds it to bf16.
 void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* inp,
                                            const float* weight, const float* bias, int N, int IC,
                                            int OC, Activation kind) {
+  if (bf16_ && kind == Activation::kRelu && pre == out)
+    return linear_bf16(out, inp, weight, bias, N, IC, OC, /*relu=*/true);
   // With bf16 products the bias is added by the product itself (matmul_forward); in fp32 by the
   // pass that applies the nonlinearity.
   matmul_forward(pre, inp, weight, bf16_ ? bias : nullptr, N, IC, OC);

@@ -109,6 +109,9 @@ class CpuBackend final : public Backend {
   // A weight's bf16 operand: from the parameters' mirror when it lies in the parameter buffer
   // (refreshed first if out of date), else rounded into kOperandB.
   const cpu::bf16* bf16_weight(const float* weight, size_t n);
+  // matmul_forward with bf16 products (matmul.cpp), with ReLU applied by the product if `relu`.
+  void linear_bf16(float* out, const float* inp, const float* weight, const float* bias, int N,
+                   int IC, int OC, bool relu);
   // n bf16 ones: the row vector whose product with a gradient sums its columns (a bias gradient).
   const cpu::bf16* ones_bf16(size_t n);
   // Called by the ops that write memory other than through adamw_update, the products and the

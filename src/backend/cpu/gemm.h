@@ -29,14 +29,15 @@ void sgemm_serial(bool transpose_a, bool transpose_b, int M, int N, int K, float
 using bf16 = uint16_t;
 
 // C = op(A) op(B) (+ C when `accumulate`; + bias in every row when `bias`, an N-vector, which
-// cannot be combined with accumulate): bf16 operands, products summed in fp32, fp32 C and bias.
+// cannot be combined with accumulate; then max(0, .) of every element when `relu`): bf16
+// operands, products summed in fp32, fp32 C and bias.
 // Through oneDNN's matmul primitive, which picks AMX or AVX512-BF16 kernels where the CPU has
 // them; elsewhere (no oneDNN, or a CPU it has no bf16 kernel for) the operands are widened back
 // to fp32 and multiplied by sgemm: the same rounding, so the same numbers to fp32 accuracy, but
 // slower than plain fp32. May use every thread; call from serial code.
 void gemm_bf16(bool transpose_a, bool transpose_b, int M, int N, int K, const bf16* A, int lda,
                const bf16* B, int ldb, bool accumulate, float* C, int ldc,
-               const float* bias = nullptr);
+               const float* bias = nullptr, bool relu = false);
 
 // Whether gemm_bf16 runs on native bf16 instructions (AVX512-BF16 or AMX) on this CPU.
 bool bf16_is_native();

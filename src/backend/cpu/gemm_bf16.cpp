@@ -4,6 +4,7 @@
 // A oneDNN primitive is built for one shape, one layout and one attribute set; building one costs
 // far more than a small product, so each is built once and kept, keyed by everything it fixes.
 // A training step uses a handful of shapes (about six per layer kind), so the cache stays small.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -23,7 +24,7 @@ namespace {
 
 // The portable path: widen both operands to fp32 (exactly: bf16 is fp32's upper half) and sgemm.
 void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
-                  int ldb, bool accumulate, float* C, int ldc, const float* bias) {
+                  int ldb, bool accumulate, float* C, int ldc, const float* bias, bool relu) {
   static std::vector<float> wide_a, wide_b;
   auto widen = [](std::vector<float>& out, const bf16* x, size_t n) {
     if (out.size() < n) out.resize(n);
@@ -44,6 +45,11 @@ void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda,
   }
   sgemm(ta, tb, M, N, K, 1.0f, wide_a.data(), lda, wide_b.data(), ldb,
         accumulate || bias ? 1.0f : 0.0f, C, ldc);
+  if (relu) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = std::max(C[size_t(i) * ldc + j], 0.0f);
+  }
 }
 
 #if defined(FOLIO_BLAS_DNNL)
@@ -58,7 +64,7 @@ Engine& engine() {
   return instance;
 }
 
-using ProductKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool>;
+using ProductKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool, bool>;
 
 struct Product {
   dnnl::matmul::primitive_desc descriptor;
@@ -67,9 +73,9 @@ struct Product {
 };
 
 const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int ldb, int ldc,
-                           bool accumulate, bool with_bias) {
+                           bool accumulate, bool with_bias, bool relu) {
   static std::map<ProductKey, Product> cache;
-  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate, with_bias};
+  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate, with_bias, relu};
   if (auto found = cache.find(key); found != cache.end()) return found->second;
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
@@ -78,11 +84,16 @@ const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int l
   const dnnl::memory::desc b({K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
   const dnnl::memory::desc c({M, N}, dt::f32, dims{ldc, 1});
   dnnl::primitive_attr attributes;
-  if (accumulate) {
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);  // C += A B rather than C = A B
-    attributes.set_post_ops(sum);
+  dnnl::post_ops post_ops;
+  if (accumulate) post_ops.append_sum(1.0f);  // C += A B rather than C = A B
+  if (relu) {  // ReLU as the rows are written: no pass over C after it
+#if DNNL_VERSION_MAJOR >= 3
+    post_ops.append_eltwise(dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+#else
+    post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+#endif
   }
+  attributes.set_post_ops(post_ops);
   // The bias enters in the kernel's epilogue, as the product's rows are written: no pass
   // filling C with it first and no read of C back (as `accumulate` needs).
   const dnnl::memory::desc bias({1, N}, dt::f32, dims{N, 1});
@@ -111,7 +122,7 @@ const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int l
 constexpr int kLongestReduction = 16384;
 
 void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
-               int ldb, bool accumulate, float* C, int ldc, const float* bias) {
+               int ldb, bool accumulate, float* C, int ldc, const float* bias, bool relu) {
   if (M == 0 || N == 0) return;
   if (K > kLongestReduction) {
     const int parts = (K + kLongestReduction - 1) / kLongestReduction;
@@ -121,14 +132,14 @@ void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, co
       const bf16* A_part = ta ? A + static_cast<size_t>(k) * lda : A + k;
       const bf16* B_part = tb ? B + k : B + static_cast<size_t>(k) * ldb;
       gemm_bf16(ta, tb, M, N, k_end - k, A_part, lda, B_part, ldb, accumulate || part > 0, C, ldc,
-                part == 0 ? bias : nullptr);
+                part == 0 ? bias : nullptr, relu && part == parts - 1);  // ReLU of the whole sum
       k = k_end;
     }
     return;
   }
 #if defined(FOLIO_BLAS_DNNL)
   const Product& product =
-      product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate, bias != nullptr);
+      product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate, bias != nullptr, relu);
   if (product.available) {
     Engine& e = engine();
     dnnl::memory a(product.descriptor.src_desc(), e.engine, const_cast<bf16*>(A));
@@ -144,7 +155,7 @@ void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, co
     return;
   }
 #endif
-  widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, bias);
+  widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, bias, relu);
 }
 
 bool bf16_is_native() {

@@ -21,19 +21,22 @@ void round_to_bf16(cpu::bf16* out, const float* x, size_t n) {
 
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
                                 const float* bias, int N, int IC, int OC) {
-  if (bf16_) {  // oneDNN adds the bias as it writes the rows
-    const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
-    const cpu::bf16* weight16 = bf16_weight(weight, static_cast<size_t>(OC) * IC);
-    wrote(out, static_cast<size_t>(N) * OC * sizeof(float));
-    cpu::gemm_bf16(false, true, N, OC, IC, inp16, IC, weight16, IC, false, out, OC, bias);
-    return;
-  }
+  if (bf16_) return linear_bf16(out, inp, weight, bias, N, IC, OC, /*relu=*/false);
   if (bias) {
     // Start from the bias in every row and let the product accumulate onto it (beta = 1).
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; ++i) std::copy_n(bias, OC, out + static_cast<size_t>(i) * OC);
   }
   cpu::sgemm(false, true, N, OC, IC, 1.0f, inp, IC, weight, IC, bias ? 1.0f : 0.0f, out, OC);
+}
+
+// oneDNN adds the bias (and applies ReLU) as it writes the rows.
+void CpuBackend::linear_bf16(float* out, const float* inp, const float* weight, const float* bias,
+                             int N, int IC, int OC, bool relu) {
+  const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
+  const cpu::bf16* weight16 = bf16_weight(weight, static_cast<size_t>(OC) * IC);
+  wrote(out, static_cast<size_t>(N) * OC * sizeof(float));
+  cpu::gemm_bf16(false, true, N, OC, IC, inp16, IC, weight16, IC, false, out, OC, bias, relu);
 }
 
 void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
