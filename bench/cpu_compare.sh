@@ -11,8 +11,16 @@
 # other work, what the step costs on a core of its own). Needs ./build/folio.
 # FOLIO_BEFORE=path/to/an/older/folio also times that binary in every round, beside ./build/folio,
 # and prints a line per config with both and their ratio: a change measured side by side.
+# AS_AVX2=1 holds both sides to AVX2 + FMA, as on an AVX2-only CPU (AMD Zen 3): folio through
+# FOLIO_CPU_ISA=avx2 (its own kernels and oneDNN's), PyTorch through ATEN_CPU_CAPABILITY=avx2,
+# ONEDNN_MAX_CPU_ISA=AVX2 and MKL_ENABLE_INSTRUCTIONS=AVX2. An emulation on this CPU's caches and
+# memory, not a measurement on a Zen 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${AS_AVX2:-0}" = 1 ]; then
+  export FOLIO_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
+         MKL_ENABLE_INSTRUCTIONS=AVX2
+fi
 threads="${1:-$(nproc)}"
 shift || true
 if [ $# -gt 0 ]; then configs=("$@"); else configs=(tiny baby shakespeare_char); fi
@@ -30,6 +38,9 @@ isa=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
       awk '/^avx2$/{a="AVX2"} /^avx512f$/{b="AVX-512"} /^avx512_bf16$/{c="AVX512-BF16"} /^amx_bf16$/{d="AMX"}
            END{s=a; if(b)s=s", "b; if(c)s=s", "c; if(d)s=s", "d; print s}')
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+if [ "${AS_AVX2:-0}" = 1 ]; then
+  isa="$isa; both sides held to AVX2 (AS_AVX2=1), PyTorch's capability: $(echo "$about" | field cpu_capability)"
+fi
 echo "| config | folio fp32 | folio bf16 | PyTorch seed modules | PyTorch fp32 eager | PyTorch compile | PyTorch bf16 | PyTorch bf16 + compile | folio best / PyTorch best | peak RSS folio / PyTorch |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do
