@@ -64,7 +64,7 @@ for config in "${configs[@]}"; do
       # A mode that crashes (torch.compile aborted with "malloc(): unaligned tcache chunk detected"
       # on shakespeare_char here, 2026-11-26) is reported as failed, not the end of the table.
       line=$($peer --config "$config" --threads "$threads" --impl fused --mode "$mode" --steps "$steps" 2>/dev/null) ||
-        line='{"ms_per_step": "nan", "ms_per_step_min": "nan", "cpu_ms_per_step": "nan", "peak_rss_mb": "nan"}' 
+        line='{"ms_per_step": "nan", "ms_per_step_min": "nan", "cpu_ms_per_step": "nan", "peak_rss_mb": "nan"}'
       runs[$mode]+=" $(echo "$line" | field "$stat")"
       rss[$mode]=$(echo "$line" | field peak_rss_mb)
     done
