@@ -14,13 +14,14 @@
 #include <cstring>
 
 #include "backend/backend.h"
-#include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/bf16_tiles.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/vector_math.h"
 #include "backend/device_buffer.h"
 #include "backend/reference/activation.h"
 #include "backend/reference/attention.h"
 #include "backend/reference/matmul.h"
+#include "core/error.h"
 #include "test_helpers.h"
 
 namespace folio {
@@ -316,7 +317,7 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
                                     ln_weight, mean, rstd, B, size_t(T) * C, C, dropout);
   same_as_duplicate("layernorm_dropout_add_backward", dbranch, C, as_gradient(C));
 
-  // Heads of 8 take fp32 products; heads of 32 bf16 ones on AMX tiles where the CPU has them.
+  // Heads of 8 take fp32 products; heads of 32 bf16 ones where the CPU has AMX or AVX512-BF16.
   for (int head_size : {hs, 32}) {
     const int width = H * head_size;
     float* qkv = buffer(size_t(N) * 3 * width, 27);
@@ -355,20 +356,92 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
   same_as_duplicate("a second product after layernorm_forward", ln_out, C, as_input(C));
 }
 
-// Attention with --dtype bf16 (backend/cpu/attention_tiles.cpp): on a CPU with AMX, heads whose
-// size is a multiple of 32 take bf16 products on AMX tiles (q k^T, P v and the four products of
-// the backward pass), with the softmax, dropout and sums in fp32. Against the double-precision
-// reference on the unrounded inputs the error is bf16's: each product's operands carry 2^-9
-// relative rounding, so the results must agree below 1e-2 relative (a wrong index, panel or
-// padding gives errors of order 1) and differ above 1e-5 (or nothing was rounded). Elsewhere
-// (no AMX, or a forced lesser variant) attention stays fp32 and must equal the reference to 1e-5.
-// The cases end strips and key blocks mid-tile (T = 70, 130, 300), fill them (64, 256), hold one
-// row, and run heads of 32 and 64 with and without dropout.
-TEST(CpuBf16, AttentionOnAmxTilesAgreesWithTheReferenceToBf16Resolution) {
-  std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
-  const bool tiles = backend->description().find("attention on AMX tiles") != std::string::npos;
-  EXPECT_EQ(tiles, cpu::amx::available() && cpu::chosen_variant() == cpu::Variant::avx512)
-      << backend->description();
+// The engines of attention's bf16 products (backend/cpu/bf16_tiles.h) that this machine runs,
+// each with FOLIO_ATTENTION_TILES set to it while a backend is made (the backend reads it once).
+// A machine with AMX runs both; a Zen 4 only AVX512-BF16; an AVX2-only CPU neither.
+std::vector<cpu::tiles::Engine> engines_here() {
+  std::vector<cpu::tiles::Engine> engines;
+  for (cpu::tiles::Engine engine : {cpu::tiles::Engine::amx, cpu::tiles::Engine::avx512_bf16})
+    if (cpu::tiles::engine_runs(engine)) engines.push_back(engine);
+  return engines;
+}
+const char* engine_key(cpu::tiles::Engine engine) {
+  switch (engine) {
+    case cpu::tiles::Engine::amx: return "amx";
+    case cpu::tiles::Engine::avx512_bf16: return "avx512_bf16";
+    case cpu::tiles::Engine::none: break;
+  }
+  return "none";
+}
+class ForcedEngine {
+ public:
+  explicit ForcedEngine(cpu::tiles::Engine engine) {
+    setenv("FOLIO_ATTENTION_TILES", engine_key(engine), 1);
+  }
+  ~ForcedEngine() { unsetenv("FOLIO_ATTENTION_TILES"); }
+};
+
+// The products themselves: each engine's C = A B and C += A B over panels packed from a plain
+// matrix (and from its transpose) equal the double-precision product of the same bf16-rounded
+// operands to fp32 accuracy (1e-5 relative: only the order of the fp32 sums differs), for sizes
+// that pad K and N (K 40 -> 64, N 70 -> 96). A wrong pair order, panel stride or row gives
+// errors of order 1.
+TEST(CpuBf16, EachAttentionEngineMultipliesPackedPanelsExactly) {
+  if (engines_here().empty()) GTEST_SKIP() << "this CPU has neither AMX nor AVX512-BF16";
+  const int M = 64, K = 40, N = 70, Kp = 64, Np = 96;
+  const Floats a = random_vector<float>(size_t(M) * Kp, 51);
+  const Floats b = random_vector<float>(size_t(K) * N, 52);
+  Floats b_transposed(size_t(N) * K);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n) b_transposed[size_t(n) * K + k] = b[size_t(k) * N + n];
+  std::vector<cpu::tiles::bf16> a16(size_t(M) * Kp, 0);
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) a16[size_t(m) * Kp + k] = cpu::to_bf16(a[size_t(m) * Kp + k]);
+  const Doubles a_rounded = rounded(a), b_rounded = rounded(b);
+  const Floats start = random_vector<float>(size_t(M) * Np, 53);
+  for (cpu::tiles::Engine engine : engines_here()) {
+    SCOPED_TRACE(cpu::tiles::engine_name(engine));
+    for (bool transposed : {false, true}) {
+      const size_t stride = size_t(16) * Kp;
+      std::vector<cpu::tiles::bf16> panels(stride * (Np / 16), 0xFFFF);  // NaN unless written
+      if (transposed)
+        cpu::tiles::pack_panels_transposed(panels.data(), stride, b_transposed.data(), K, K, N,
+                                           Kp, Np);
+      else
+        cpu::tiles::pack_panels(panels.data(), stride, b.data(), N, K, N, Kp, Np);
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(std::string(transposed ? "transposed" : "plain") +
+                     (accumulate ? ", accumulating" : ", writing"));
+        Floats c = accumulate ? start : Floats(start.size(), std::nanf(""));
+        cpu::tiles::begin_products(engine);
+        cpu::tiles::gemm(engine, M, Np, Kp, a16.data(), Kp, panels.data(), stride, c.data(), Np,
+                         accumulate);
+        cpu::tiles::end_products(engine);
+        Doubles want(size_t(M) * Np);
+        for (int m = 0; m < M; ++m)
+          for (int n = 0; n < Np; ++n) {
+            double sum = accumulate ? start[size_t(m) * Np + n] : 0.0;
+            for (int k = 0; k < K && n < N; ++k)
+              sum += a_rounded[size_t(m) * Kp + k] * b_rounded[size_t(k) * N + n];
+            want[size_t(m) * Np + n] = sum;
+          }
+        EXPECT_LT(relative_error(c, want), 1e-5);
+      }
+    }
+  }
+}
+
+// Attention with --dtype bf16 (backend/cpu/attention_tiles.cpp): on a CPU with AMX or
+// AVX512-BF16, heads whose size is a multiple of 32 take bf16 products (q k^T, P v and the four
+// products of the backward pass), with the softmax, dropout and sums in fp32; each engine this
+// machine runs is tested. Against the double-precision reference on the unrounded inputs the
+// error is bf16's: each product's operands carry 2^-9 relative rounding, so the results must
+// agree below 1e-2 relative (a wrong index, panel or padding gives errors of order 1) and differ
+// above 1e-5 (or nothing was rounded). Elsewhere (neither engine, FOLIO_ATTENTION_TILES=none, or
+// a forced lesser variant) attention stays fp32 and must equal the reference to 1e-5. The cases
+// end strips and key blocks mid-tile (T = 70, 130, 300), fill them (64, 256), hold one row, and
+// run heads of 32 and 64 with and without dropout.
+void check_bf16_attention(Backend& backend, bool tiles) {
   struct Case {
     int B, T, H, hs;
     float p;
@@ -383,18 +456,18 @@ TEST(CpuBf16, AttentionOnAmxTilesAgreesWithTheReferenceToBf16Resolution) {
     const DropoutSpec dropout =
         c.p > 0 ? dropout_spec(c.p, 1337, 12, 3, DropoutSite::kAttentionWeights, 5) : no_dropout();
     const Floats qkv = random_vector<float>(n_qkv, 41, 1.5), dout = random_vector<float>(n_out, 42);
-    DeviceBuffer d_qkv(*backend, n_qkv * sizeof(float)), d_dout(*backend, n_out * sizeof(float));
-    DeviceBuffer d_out(*backend, n_out * sizeof(float)), d_dqkv(*backend, n_qkv * sizeof(float));
-    DeviceBuffer d_lse(*backend, backend->attention_saved_floats(c.B, c.T, c.H, c.hs) * 4);
-    backend->copy_to_device(d_qkv.get(), qkv.data(), n_qkv * sizeof(float));
-    backend->copy_to_device(d_dout.get(), dout.data(), n_out * sizeof(float));
-    backend->attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), c.B, c.T,
-                               c.H, c.hs, 0, dropout);
-    backend->attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
-                                d_lse.as<float>(), c.B, c.T, c.H, c.hs, dropout);
+    DeviceBuffer d_qkv(backend, n_qkv * sizeof(float)), d_dout(backend, n_out * sizeof(float));
+    DeviceBuffer d_out(backend, n_out * sizeof(float)), d_dqkv(backend, n_qkv * sizeof(float));
+    DeviceBuffer d_lse(backend, backend.attention_saved_floats(c.B, c.T, c.H, c.hs) * 4);
+    backend.copy_to_device(d_qkv.get(), qkv.data(), n_qkv * sizeof(float));
+    backend.copy_to_device(d_dout.get(), dout.data(), n_out * sizeof(float));
+    backend.attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), c.B, c.T,
+                              c.H, c.hs, 0, dropout);
+    backend.attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
+                               d_lse.as<float>(), c.B, c.T, c.H, c.hs, dropout);
     Floats out(n_out), dqkv(n_qkv);
-    backend->copy_to_host(out.data(), d_out.get(), n_out * sizeof(float));
-    backend->copy_to_host(dqkv.data(), d_dqkv.get(), n_qkv * sizeof(float));
+    backend.copy_to_host(out.data(), d_out.get(), n_out * sizeof(float));
+    backend.copy_to_host(dqkv.data(), d_dqkv.get(), n_qkv * sizeof(float));
 
     Doubles want_out(n_out), probs(size_t(c.B) * c.H * c.T * c.T), want_dqkv(n_qkv);
     const Doubles qkv_wide(qkv.begin(), qkv.end()), dout_wide(dout.begin(), dout.end());
@@ -418,11 +491,52 @@ TEST(CpuBf16, AttentionOnAmxTilesAgreesWithTheReferenceToBf16Resolution) {
   }
 }
 
-// Generation's key/value cache with tiles: rows before q_start keep what they hold, the rest are
-// computed, here from row 100 of 150 (inside a strip, across a tile's rows).
-TEST(CpuBf16, AttentionOnAmxTilesRecomputesOnlyTheRowsAfterQStart) {
-  std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
-  const bool tiles = backend->description().find("attention on AMX tiles") != std::string::npos;
+bool describes_bf16_attention(const Backend& backend) {
+  return backend.description().find("attention bf16 on") != std::string::npos;
+}
+
+TEST(CpuBf16, AttentionWithBf16ProductsAgreesWithTheReferenceToBf16Resolution) {
+  {  // as this machine picks by itself
+    std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
+    const bool tiles = describes_bf16_attention(*backend);
+    EXPECT_EQ(tiles, cpu::tiles::chosen_engine() != cpu::tiles::Engine::none &&
+                         cpu::chosen_variant() == cpu::Variant::avx512)
+        << backend->description();
+    check_bf16_attention(*backend, tiles);
+  }
+  if (cpu::chosen_variant() != cpu::Variant::avx512) return;  // a forced lesser variant: fp32
+  for (cpu::tiles::Engine engine : engines_here()) {
+    SCOPED_TRACE(cpu::tiles::engine_name(engine));
+    ForcedEngine forced(engine);
+    std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
+    EXPECT_NE(backend->description().find(cpu::tiles::engine_name(engine)), std::string::npos)
+        << backend->description();
+    check_bf16_attention(*backend, true);
+  }
+}
+
+// FOLIO_ATTENTION_TILES names an engine, or says why not in one line.
+TEST(CpuBf16, AForcedAttentionEngineIsCheckedAndNamed) {
+  {
+    ForcedEngine forced(cpu::tiles::Engine::none);
+    std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
+    EXPECT_FALSE(describes_bf16_attention(*backend)) << backend->description();
+  }
+  setenv("FOLIO_ATTENTION_TILES", "tensor_cores", 1);
+  EXPECT_THROW(cpu::tiles::chosen_engine(), Error);
+  for (cpu::tiles::Engine engine : {cpu::tiles::Engine::amx, cpu::tiles::Engine::avx512_bf16}) {
+    setenv("FOLIO_ATTENTION_TILES", engine_key(engine), 1);
+    if (cpu::tiles::engine_runs(engine))
+      EXPECT_EQ(cpu::tiles::chosen_engine(), engine);
+    else
+      EXPECT_THROW(cpu::tiles::chosen_engine(), Error);
+  }
+  unsetenv("FOLIO_ATTENTION_TILES");
+}
+
+// Generation's key/value cache with bf16 products: rows before q_start keep what they hold, the
+// rest are computed, here from row 100 of 150 (inside a strip, across a tile's rows).
+TEST(CpuBf16, AttentionWithBf16ProductsRecomputesOnlyTheRowsAfterQStart) {
   const int B = 1, T = 150, H = 2, hs = 64, A = H * hs, q_start = 100;
   const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 43);
   Doubles want(size_t(T) * A), probs(size_t(H) * T * T);
@@ -432,19 +546,29 @@ TEST(CpuBf16, AttentionOnAmxTilesRecomputesOnlyTheRowsAfterQStart) {
   const size_t kept = size_t(q_start) * A;
   Floats start(want.size(), std::nanf(""));
   for (size_t i = 0; i < kept; ++i) start[i] = 1000.0f + static_cast<float>(i);
-  DeviceBuffer d_qkv(*backend, qkv.size() * 4), d_out(*backend, start.size() * 4);
-  DeviceBuffer d_lse(*backend, backend->attention_saved_floats(B, T, H, hs) * 4);
-  backend->copy_to_device(d_qkv.get(), qkv.data(), qkv.size() * 4);
-  backend->copy_to_device(d_out.get(), start.data(), start.size() * 4);
-  backend->attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), B, T, H, hs,
-                             q_start, no_dropout());
-  Floats got(start.size());
-  backend->copy_to_host(got.data(), d_out.get(), got.size() * 4);
-  EXPECT_EQ(Floats(got.begin(), got.begin() + kept), Floats(start.begin(), start.begin() + kept))
-      << "rows before q_start were written";
-  const double error =
-      relative_error(Floats(got.begin() + kept, got.end()), Doubles(want.begin() + kept, want.end()));
-  EXPECT_LT(error, tiles ? 1e-2 : 1e-5);
+  std::vector<cpu::tiles::Engine> engines = engines_here();
+  engines.push_back(cpu::tiles::Engine::none);
+  for (cpu::tiles::Engine engine : engines) {
+    SCOPED_TRACE(cpu::tiles::engine_name(engine));
+    std::unique_ptr<Backend> backend = [&] {
+      ForcedEngine forced(engine);
+      return make_backend("cpu", 0, BackendOptions{"bf16"});
+    }();
+    const bool tiles = describes_bf16_attention(*backend);
+    DeviceBuffer d_qkv(*backend, qkv.size() * 4), d_out(*backend, start.size() * 4);
+    DeviceBuffer d_lse(*backend, backend->attention_saved_floats(B, T, H, hs) * 4);
+    backend->copy_to_device(d_qkv.get(), qkv.data(), qkv.size() * 4);
+    backend->copy_to_device(d_out.get(), start.data(), start.size() * 4);
+    backend->attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), B, T, H,
+                               hs, q_start, no_dropout());
+    Floats got(start.size());
+    backend->copy_to_host(got.data(), d_out.get(), got.size() * 4);
+    EXPECT_EQ(Floats(got.begin(), got.begin() + kept), Floats(start.begin(), start.begin() + kept))
+        << "rows before q_start were written";
+    const double error = relative_error(Floats(got.begin() + kept, got.end()),
+                                        Doubles(want.begin() + kept, want.end()));
+    EXPECT_LT(error, tiles ? 1e-2 : 1e-5);
+  }
 }
 
 TEST(CpuKernels, APickedVariantRunsOnThisCpuAndIsNamedInTheDescription) {

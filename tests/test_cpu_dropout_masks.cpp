@@ -3,7 +3,7 @@
 // ones it would have drawn: a backward pass after its own forward (which recorded them) must give
 // exactly, bit for bit, the gradients of a backward pass on a backend whose last forward was
 // another step's (so it records nothing usable and draws again). Attention and the residual
-// branches, in fp32 and bf16 (attention on AMX tiles where the CPU has them), with rows that are
+// branches, in fp32 and bf16 (attention with bf16 products where the CPU has them), with rows that are
 // not multiples of 64 elements.
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 // scratch is three strips: 1.5 MiB at T = 2048, where storing the probabilities took 768 MiB per
 // layer of the shakespeare_char model at 16,384 tokens per step.
 //
-// With --dtype bf16 on a CPU with AMX, the same strips run with bf16 products on AMX tiles
+// With --dtype bf16 on a CPU with AMX or AVX512-BF16, the same strips run with bf16 products
 // instead (attention_tiles.cpp), for heads whose size is a multiple of 32.
 #include <omp.h>
 

@@ -1,6 +1,7 @@
 // What attention's two CPU paths share (attention.cpp: fp32 products by sgemm; attention_tiles.cpp:
-// bf16 products on AMX tiles): the strip height, one query row's causal softmax, the row's dropout
-// multipliers, and the bf16 copy of a head's slice for the product that reads it next.
+// bf16 products on AMX tiles or with AVX512-BF16): the strip height, one query row's causal
+// softmax, the row's dropout multipliers, and the bf16 copy of a head's slice for the product that
+// reads it next.
 #pragma once
 
 #include <algorithm>

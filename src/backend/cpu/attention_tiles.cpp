@@ -1,10 +1,11 @@
-// Causal attention with bf16 products on AMX tiles (--dtype bf16 on a CPU with AMX; see
-// attention.cpp for the strips, the saved log-sum-exp and the recomputation, which are the same).
+// Causal attention with bf16 products (--dtype bf16 on a CPU with AMX or AVX512-BF16: the two
+// engines of bf16_tiles.h; see attention.cpp for the strips, the saved log-sum-exp and the
+// recomputation, which are the same).
 //
 // The products take bf16 operands and sum in fp32, as PyTorch's bf16 autocast does for
 // scaled_dot_product_attention; the softmax, the dropout and the softmax's backward stay fp32.
 // Each (sample, head) pair first rounds its slices of q, k, v (and d_out) once into the layouts
-// the tiles read (amx_tiles.h): row-major for a left operand, "VNNI" panels for a right one.
+// the tiles read (bf16_tiles.h): row-major for a left operand, "VNNI" panels for a right one.
 // Then, per strip of query rows,
 //   forward:  S = q k^T (strip x keys), P = softmax(S * scale) with dropout, out = P v;
 //   backward: S and dP = d_out v^T again, dS from P and dP, then dq = dS k for the strip,
@@ -22,7 +23,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/bf16_tiles.h"
 #include "backend/cpu/attention_rows.h"
 #include "backend/cpu/cpu_backend.h"
 
@@ -80,6 +81,9 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
                                          const cpu::MaskBits& masks) {
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const auto gemm = [engine = tiles_engine_](auto... arguments) {
+    cpu::tiles::gemm(engine, arguments...);
+  };
   const int Tp = round_up_32(T), Tq = Tp + 32;  // keys padded; query rows with a strip's padding
   const size_t hs_ = static_cast<size_t>(hs), Tp_ = static_cast<size_t>(Tp);
   const size_t scratch = Carver::floats_for(
@@ -106,17 +110,17 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
     float* o_strip = carve.take<float>(kRowBlock * hs_);
     float* multipliers = carve.take<float>(Tp_);
 
-    cpu::amx::configure_tiles();
+    cpu::tiles::begin_products(tiles_engine_);
     const int rows_q = T - q_start;
-    cpu::amx::round_rows(q16 + q_start * hs_, hs_, q + static_cast<size_t>(q_start) * ld_qkv,
-                         ld_qkv, rows_q, hs, rows_q + 32);
-    cpu::amx::pack_panels_transposed(k_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
-    cpu::amx::pack_panels(v_panels, 16 * Tp_, v, ld_qkv, T, hs, Tp, hs);
+    cpu::tiles::round_rows(q16 + q_start * hs_, hs_, q + static_cast<size_t>(q_start) * ld_qkv,
+                           ld_qkv, rows_q, hs, rows_q + 32);
+    cpu::tiles::pack_panels_transposed(k_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
+    cpu::tiles::pack_panels(v_panels, 16 * Tp_, v, ld_qkv, T, hs, Tp, hs);
 
     for (int r0 = q_start; r0 < T; r0 += kRowBlock) {
       const int r1 = std::min(r0 + kRowBlock, T), rows = r1 - r0;
       const int M = round_up_32(rows), N = round_up_32(r1);  // rows r0..r1-1 see keys 0..r1-1
-      cpu::amx::gemm(M, N, hs, q16 + r0 * hs_, hs_, k_panels, 16 * hs_, strip, N, false);
+      gemm(M, N, hs, q16 + r0 * hs_, hs_, k_panels, 16 * hs_, strip, N, false);
       for (int i = r0; i < r1; ++i) {
         float* p = strip + static_cast<size_t>(i - r0) * N;
         row_lse[i] = causal_softmax_row(p, i, N, scale);
@@ -128,12 +132,12 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
         round_row(p16 + static_cast<size_t>(i - r0) * N, p, N);
       }
       zero_padding_rows(p16, rows, M, N);
-      cpu::amx::gemm(M, hs, N, p16, N, v_panels, 16 * Tp_, o_strip, hs_, false);
+      gemm(M, hs, N, p16, N, v_panels, 16 * Tp_, o_strip, hs_, false);
       const size_t first = (o - out) + static_cast<size_t>(r0) * A;
-      cpu::amx::store_rows(out + first, A, out16 ? out16 + first : nullptr, o_strip, hs_, rows,
-                           hs);
+      cpu::tiles::store_rows(out + first, A, out16 ? out16 + first : nullptr, o_strip, hs_,
+                             rows, hs);
     }
-    cpu::amx::release_tiles();
+    cpu::tiles::end_products(tiles_engine_);
   }
 }
 
@@ -143,6 +147,9 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
                                           const cpu::MaskBits& masks) {
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const auto gemm = [engine = tiles_engine_](auto... arguments) {
+    cpu::tiles::gemm(engine, arguments...);
+  };
   const int Tp = round_up_32(T), Tq = Tp + 32;
   const size_t hs_ = static_cast<size_t>(hs), Tp_ = static_cast<size_t>(Tp),
                Tq_ = static_cast<size_t>(Tq), strip_ = kRowBlock * Tp_;
@@ -187,14 +194,14 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
 
     // Where a part of the head's gradient gets its bf16 copy, for the qkv layer's products.
     auto copy16 = [&](const float* part) { return dqkv16 ? dqkv16 + (part - dqkv) : nullptr; };
-    cpu::amx::configure_tiles();
-    cpu::amx::round_rows(q16, hs_, q, ld_qkv, T, hs, Tq);
-    cpu::amx::round_rows(d_o16, hs_, d_o, A, T, hs, Tq);
-    cpu::amx::pack_panels_transposed(k_t_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
-    cpu::amx::pack_panels_transposed(v_t_panels, 16 * hs_, v, ld_qkv, hs, T, hs, Tp);
-    cpu::amx::pack_panels(k_panels, 16 * Tp_, k, ld_qkv, T, hs, Tp, hs);
-    cpu::amx::round_transposed(q_t16, Tq_, q, ld_qkv, T, hs, Tq);
-    cpu::amx::round_transposed(d_o_t16, Tq_, d_o, A, T, hs, Tq);
+    cpu::tiles::begin_products(tiles_engine_);
+    cpu::tiles::round_rows(q16, hs_, q, ld_qkv, T, hs, Tq);
+    cpu::tiles::round_rows(d_o16, hs_, d_o, A, T, hs, Tq);
+    cpu::tiles::pack_panels_transposed(k_t_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
+    cpu::tiles::pack_panels_transposed(v_t_panels, 16 * hs_, v, ld_qkv, hs, T, hs, Tp);
+    cpu::tiles::pack_panels(k_panels, 16 * Tp_, k, ld_qkv, T, hs, Tp, hs);
+    cpu::tiles::round_transposed(q_t16, Tq_, q, ld_qkv, T, hs, Tq);
+    cpu::tiles::round_transposed(d_o_t16, Tq_, d_o, A, T, hs, Tq);
     std::fill_n(dk_t, hs_ * Tp_, 0.0f);
     std::fill_n(dv_t, hs_ * Tp_, 0.0f);
 
@@ -202,8 +209,8 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
       const int r1 = std::min(r0 + kRowBlock, T), rows = r1 - r0;
       const int M = round_up_32(rows), N = round_up_32(r1);
       // The strip's scores again (P = exp(S * scale - lse)) and d(weights) = d_out v^T.
-      cpu::amx::gemm(M, N, hs, q16 + r0 * hs_, hs_, k_t_panels, 16 * hs_, probs, N, false);
-      cpu::amx::gemm(M, N, hs, d_o16 + r0 * hs_, hs_, v_t_panels, 16 * hs_, grad, N, false);
+      gemm(M, N, hs, q16 + r0 * hs_, hs_, k_t_panels, 16 * hs_, probs, N, false);
+      gemm(M, N, hs, d_o16 + r0 * hs_, hs_, v_t_panels, 16 * hs_, grad, N, false);
       for (int i = r0; i < r1; ++i) {
         const size_t offset = static_cast<size_t>(i - r0) * N;
         attention_backward_row({probs + offset, grad + offset, dropped + offset, i, row_lse[i]},
@@ -215,20 +222,19 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
       zero_padding_rows(grad, rows, M, N);
       zero_padding_rows(grad16, rows, M, N);
       // dv^T += d_out^T P and dk^T += q^T dS over the strip's rows; dq = dS k for its rows.
-      cpu::amx::pack_panels(weight_panels, 16 * static_cast<size_t>(M), weights, N, M, N, M, N);
-      cpu::amx::pack_panels(grad_panels, 16 * static_cast<size_t>(M), grad, N, M, N, M, N);
-      cpu::amx::gemm(hs, N, M, d_o_t16 + r0, Tq_, weight_panels, 16 * static_cast<size_t>(M),
-                     dv_t, Tp_, true);
-      cpu::amx::gemm(hs, N, M, q_t16 + r0, Tq_, grad_panels, 16 * static_cast<size_t>(M), dk_t,
-                     Tp_, true);
-      cpu::amx::gemm(M, hs, N, grad16, N, k_panels, 16 * Tp_, dq_strip, hs_, false);
+      cpu::tiles::pack_panels(weight_panels, 16 * static_cast<size_t>(M), weights, N, M, N, M, N);
+      cpu::tiles::pack_panels(grad_panels, 16 * static_cast<size_t>(M), grad, N, M, N, M, N);
+      gemm(hs, N, M, d_o_t16 + r0, Tq_, weight_panels, 16 * static_cast<size_t>(M), dv_t, Tp_,
+           true);
+      gemm(hs, N, M, q_t16 + r0, Tq_, grad_panels, 16 * static_cast<size_t>(M), dk_t, Tp_, true);
+      gemm(M, hs, N, grad16, N, k_panels, 16 * Tp_, dq_strip, hs_, false);
       float* dq_rows = dq + static_cast<size_t>(r0) * ld_qkv;
-      cpu::amx::store_rows(dq_rows, ld_qkv, copy16(dq_rows), dq_strip, hs_, rows, hs);
+      cpu::tiles::store_rows(dq_rows, ld_qkv, copy16(dq_rows), dq_strip, hs_, rows, hs);
     }
-    cpu::amx::release_tiles();
+    cpu::tiles::end_products(tiles_engine_);
     // The head's dk and dv are final: back from head_size x keys, with their bf16 copies.
-    cpu::amx::transpose(dk, ld_qkv, copy16(dk), dk_t, Tp_, hs, T);
-    cpu::amx::transpose(dv, ld_qkv, copy16(dv), dv_t, Tp_, hs, T);
+    cpu::tiles::transpose(dk, ld_qkv, copy16(dk), dk_t, Tp_, hs, T);
+    cpu::tiles::transpose(dv, ld_qkv, copy16(dv), dv_t, Tp_, hs, T);
   }
 }
 

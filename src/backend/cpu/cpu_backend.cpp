@@ -8,7 +8,7 @@
 #include <cstring>
 #include <new>
 
-#include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/bf16_tiles.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/huge_pages.h"
 #include "backend/cpu/gemm.h"
@@ -29,8 +29,9 @@ int available_cores() {
 CpuBackend::CpuBackend(int threads, bool bf16)
     : threads_(threads > 0 ? threads : available_cores()),
       bf16_(bf16),
-      amx_attention_(bf16 && cpu::Variant::FOLIO_CPU_VARIANT == cpu::Variant::avx512 &&
-                     cpu::amx::available()) {
+      tiles_engine_(bf16 && cpu::Variant::FOLIO_CPU_VARIANT == cpu::Variant::avx512
+                        ? cpu::tiles::chosen_engine()
+                        : cpu::tiles::Engine::none) {
   omp_set_num_threads(threads_);
   cpu::set_gemm_threads(threads_);
   scratch_.resize(static_cast<size_t>(threads_));
@@ -42,7 +43,10 @@ std::string CpuBackend::description() const {
   const std::string products =
       bf16_ ? std::string("bf16 products: ") + cpu::bf16_kernels()
             : std::string(cpu::gemm_library()) + " sgemm";
-  const std::string attention = amx_attention_ ? ", attention on AMX tiles" : "";
+  const std::string attention =
+      tiles_engine_ == cpu::tiles::Engine::none
+          ? ""
+          : std::string(", attention bf16 on ") + cpu::tiles::engine_name(tiles_engine_);
   return "cpu (" + std::to_string(threads_) + " threads, " + kernels + " kernels, " + products +
          attention + ")";
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/bf16_tiles.h"
 #include "backend/cpu/dropout_masks.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/huge_pages.h"
@@ -120,9 +121,12 @@ class CpuBackend final : public Backend {
   // writes that bypass the backend, such as a collective's broadcast, happen before the first
   // product, while the mirror is still out of date from set_parameter_buffer.)
   void wrote(const void* pointer, size_t bytes);
-  // Attention with bf16 products on AMX tiles (attention_tiles.cpp): with --dtype bf16, on a CPU
-  // with AMX, in the AVX-512 kernels, for heads whose size is a multiple of 32 (a tile's depth).
-  bool tiles_fit(int head_size) const { return amx_attention_ && head_size % 32 == 0; }
+  // Attention with bf16 products on AMX tiles or with AVX512-BF16 (attention_tiles.cpp): with
+  // --dtype bf16, on a CPU with either, in the AVX-512 kernels, for heads whose size is a
+  // multiple of 32 (a tile's depth).
+  bool tiles_fit(int head_size) const {
+    return tiles_engine_ != cpu::tiles::Engine::none && head_size % 32 == 0;
+  }
   void attention_forward_tiles(float* out, float* lse, const float* qkv, int B, int T, int H,
                                int hs, int q_start, const DropoutSpec& dropout,
                                const cpu::MaskBits& masks);
@@ -139,7 +143,7 @@ class CpuBackend final : public Backend {
 
   int threads_;
   bool bf16_;
-  bool amx_attention_;
+  cpu::tiles::Engine tiles_engine_;  // what runs attention's bf16 products, if anything
   std::array<cpu::HugePageBuffer<cpu::bf16>, kBf16Operands> bf16_operands_;
   struct RoundedCopy {
     const float* source = nullptr;  // the tensor whose copy the slot holds, made by its writer

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cpu/bf16_tiles.h"
 #include "backend/cpu/gemm.h"
 #include "core/error.h"
 
@@ -75,6 +76,40 @@ Variant chosen_variant() {
   for (Variant variant : by_preference)
     if (variant_built(variant) && cpu_runs(variant)) return variant;
   return Variant::baseline;
+}
+
+const char* tiles::engine_name(tiles::Engine engine) {
+  switch (engine) {
+    case tiles::Engine::amx: return "AMX tiles";
+    case tiles::Engine::avx512_bf16: return "AVX512-BF16";
+    case tiles::Engine::none: break;
+  }
+  return "none";
+}
+
+tiles::Engine tiles::chosen_engine() {
+  struct Named {
+    Engine engine;
+    const char* name;
+  };
+  const Named by_preference[] = {
+      {Engine::amx, "amx"}, {Engine::avx512_bf16, "avx512_bf16"}, {Engine::none, "none"}};
+  if (const char* forced = std::getenv("FOLIO_ATTENTION_TILES"); forced && *forced) {
+    for (const Named& named : by_preference) {
+      if (std::string(forced) != named.name) continue;
+      if (!engine_runs(named.engine))
+        throw Error(std::string("FOLIO_ATTENTION_TILES=") + forced +
+                    ": this CPU or build lacks it; use a lesser one (avx512_bf16, none) or "
+                    "unset FOLIO_ATTENTION_TILES");
+      return named.engine;
+    }
+    throw Error(std::string("FOLIO_ATTENTION_TILES=") + forced +
+                " is not an engine of attention's bf16 products: use amx, avx512_bf16 or none, "
+                "or unset it");
+  }
+  for (const Named& named : by_preference)
+    if (engine_runs(named.engine)) return named.engine;
+  return Engine::none;
 }
 
 std::unique_ptr<Backend> make_dispatched_cpu_backend(int threads, bool bf16) {

@@ -1,19 +1,26 @@
-// bf16 products on AMX tiles (amx_tiles.h). Built with -march=x86-64-v4 -mamx-tile -mamx-bf16
-// -mavx512bf16; nothing here runs unless available() is true. A compiler without AMX (or
-// another processor) builds the stub at the end, whose available() is false.
-#include "backend/cpu/amx_tiles.h"
+// bf16 products for attention on AMX tiles or with AVX512-BF16 (bf16_tiles.h). Built with
+// -march=x86-64-v4 -mavx512bf16, and -mamx-tile -mamx-bf16 where the compiler has them; nothing
+// here runs unless engine_runs() says so. A compiler without AVX512-BF16 (or another processor)
+// builds the stub at the end, which runs no engine; one without AMX builds no AMX engine.
+#include "backend/cpu/bf16_tiles.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#if defined(__AVX512BF16__)
 
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-namespace folio::cpu::amx {
+namespace folio::cpu::tiles {
 
 namespace {
 
+bool cpu_has_avx512_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 5) & 1u);
+}
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
 constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
 
@@ -21,11 +28,7 @@ bool cpu_and_kernel_allow_tiles() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
   const bool tile = (edx >> 24) & 1u, tile_bf16 = (edx >> 22) & 1u;
-  const bool vector_bf16 = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1u);  // AVX512-BF16
-  }();
-  if (!tile || !tile_bf16 || !vector_bf16) return false;
+  if (!tile || !tile_bf16 || !cpu_has_avx512_bf16()) return false;
   // Linux leaves the 8 KiB of tile registers out of a thread's saved state until the process
   // asks for them; without this the first tile instruction is killed with SIGILL.
   return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
@@ -40,6 +43,9 @@ struct alignas(64) TileConfig {
   uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
   uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
+#else
+bool cpu_and_kernel_allow_tiles() { return false; }  // this compiler has no AMX
+#endif
 
 // Round to the nearest bf16, ties to even, NaN kept a NaN (as cpu::to_bf16, vector_math.h).
 inline bf16 round_one(float x) {
@@ -88,9 +94,14 @@ inline __m256i round_16(__m512 x) { return reinterpret_cast<__m256i>(_mm512_cvtn
 
 }  // namespace
 
-bool available() {
-  static const bool allowed = cpu_and_kernel_allow_tiles();
-  return allowed;
+bool engine_runs(Engine engine) {
+  static const bool tiles = cpu_and_kernel_allow_tiles(), vectors = cpu_has_avx512_bf16();
+  switch (engine) {
+    case Engine::amx: return tiles;
+    case Engine::avx512_bf16: return vectors;
+    case Engine::none: break;
+  }
+  return true;
 }
 
 void pack_panels(bf16* panels, size_t panel_stride, const float* source, size_t ld, int K, int N,
@@ -214,15 +225,11 @@ void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld
   _mm_sfence();  // the streamed stores are visible before anything reads them
 }
 
-void configure_tiles() {
-  static const TileConfig config;
-  _tile_loadconfig(&config);
-}
+namespace {
 
-void release_tiles() { _tile_release(); }
-
-void gemm(int M, int N, int K, const bf16* A, size_t lda, const bf16* B, size_t panel_stride,
-          float* C, size_t ldc, bool accumulate) {
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+void gemm_amx(int M, int N, int K, const bf16* A, size_t lda, const bf16* B, size_t panel_stride,
+              float* C, size_t ldc, bool accumulate) {
   // A 32 x 32 block of C at a time in four tiles (0-3), from two A tiles (4, 5: rows m and
   // m + 16) and two B tiles (6, 7: columns n and n + 16), 32 of K a step.
   const size_t a_stride = lda * sizeof(bf16), c_stride = ldc * sizeof(float);
@@ -259,15 +266,88 @@ void gemm(int M, int N, int K, const bf16* A, size_t lda, const bf16* B, size_t 
     }
   }
 }
+#endif
 
-}  // namespace folio::cpu::amx
+// The same product with vdpbf16ps. Lane c of B's pair row r holds (B[2r][c], B[2r+1][c]), so one
+// instruction adds A[m][2r] B[2r][c] + A[m][2r+1] B[2r+1][c] to 16 columns of row m, with A's
+// pair broadcast to every lane. A block of 8 rows x 32 columns of C (two panels, 16
+// accumulators) is summed in registers over all of K: per pair row, 2 loads of B and 8
+// broadcasts of A feed 16 instructions, enough independent sums to hide their latency. Two
+// panels' columns over K = 256 are 32 KiB of B, which the rows of A pass over from L1 and L2.
+void gemm_vector(int M, int N, int K, const bf16* A, size_t lda, const bf16* B,
+                 size_t panel_stride, float* C, size_t ldc, bool accumulate) {
+  constexpr int kRows = 8;
+  for (int n = 0; n < N; n += 32) {
+    const bf16* b_left = B + (n / 16) * panel_stride;
+    const bf16* b_right = b_left + panel_stride;
+    for (int m = 0; m < M; m += kRows) {
+      __m512 left[kRows], right[kRows];
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const float* c = C + (m + r) * ldc + n;
+        left[r] = accumulate ? _mm512_loadu_ps(c) : _mm512_setzero_ps();
+        right[r] = accumulate ? _mm512_loadu_ps(c + 16) : _mm512_setzero_ps();
+      }
+      const bf16* a = A + m * lda;
+      for (int k = 0; k < K; k += 2) {
+        const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b_left + 16 * k));
+        const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b_right + 16 * k));
+#pragma GCC unroll 8  // the accumulators must stay in registers
+        for (int r = 0; r < kRows; ++r) {
+          int32_t pair;  // A[m + r][k] and A[m + r][k + 1]
+          __builtin_memcpy(&pair, a + r * lda + k, sizeof(pair));
+          const __m512bh broadcast = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+          left[r] = _mm512_dpbf16_ps(left[r], broadcast, b0);
+          right[r] = _mm512_dpbf16_ps(right[r], broadcast, b1);
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        float* c = C + (m + r) * ldc + n;
+        _mm512_storeu_ps(c, left[r]);
+        _mm512_storeu_ps(c + 16, right[r]);
+      }
+    }
+  }
+}
 
-#else  // no AMX in this build: attention keeps its fp32 products
+}  // namespace
+
+void begin_products(Engine engine) {
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+  if (engine == Engine::amx) {
+    static const TileConfig config;
+    _tile_loadconfig(&config);
+  }
+#endif
+  (void)engine;
+}
+
+void end_products(Engine engine) {
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+  if (engine == Engine::amx) _tile_release();
+#endif
+  (void)engine;
+}
+
+void gemm(Engine engine, int M, int N, int K, const bf16* A, size_t lda, const bf16* B,
+          size_t panel_stride, float* C, size_t ldc, bool accumulate) {
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+  if (engine == Engine::amx)
+    return gemm_amx(M, N, K, A, lda, B, panel_stride, C, ldc, accumulate);
+#endif
+  (void)engine;
+  gemm_vector(M, N, K, A, lda, B, panel_stride, C, ldc, accumulate);
+}
+
+}  // namespace folio::cpu::tiles
+
+#else  // no AVX512-BF16 in this build: attention keeps its fp32 products
 
 #include <cstdlib>
 
-namespace folio::cpu::amx {
-bool available() { return false; }
+namespace folio::cpu::tiles {
+bool engine_runs(Engine engine) { return engine == Engine::none; }
 void pack_panels(bf16*, size_t, const float*, size_t, int, int, int, int) { std::abort(); }
 void pack_panels_transposed(bf16*, size_t, const float*, size_t, int, int, int, int) {
   std::abort();
@@ -276,11 +356,11 @@ void round_rows(bf16*, size_t, const float*, size_t, int, int, int) { std::abort
 void round_transposed(bf16*, size_t, const float*, size_t, int, int, int) { std::abort(); }
 void transpose(float*, size_t, bf16*, const float*, size_t, int, int) { std::abort(); }
 void store_rows(float*, size_t, bf16*, const float*, size_t, int, int) { std::abort(); }
-void configure_tiles() { std::abort(); }
-void release_tiles() { std::abort(); }
-void gemm(int, int, int, const bf16*, size_t, const bf16*, size_t, float*, size_t, bool) {
+void begin_products(Engine) { std::abort(); }
+void end_products(Engine) { std::abort(); }
+void gemm(Engine, int, int, int, const bf16*, size_t, const bf16*, size_t, float*, size_t, bool) {
   std::abort();
 }
-}  // namespace folio::cpu::amx
+}  // namespace folio::cpu::tiles
 
 #endif

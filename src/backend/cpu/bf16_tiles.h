@@ -1,0 +1,84 @@
+// bf16 matrix products for the CPU backend's attention with --dtype bf16 (attention.cpp).
+// Attention's products are small (a strip of 64 query rows against one head's keys: 64 x 256 x 64
+// in shakespeare_char), several per strip and thousands per step; oneDNN 2.6's matmul primitive
+// costs microseconds a call in its own bookkeeping and wants each operand dense, which made
+// attention slower than fp32 sgemm (README, "Tried and not kept"), and it has no small-product
+// kernel interface (its brgemm "ukernel" API came in 3.x). These functions run the products
+// themselves, on one of two engines that read the same operand layouts:
+//   - Intel AMX: tile instructions (Sapphire Rapids and later), a tile configuration per thread;
+//   - AVX512-BF16: vdpbf16ps on vector registers, 16 columns of pair products per instruction
+//     (AMD Zen 4 and Zen 5, Intel Cooper Lake), for CPUs with native bf16 but no tiles.
+// Both sum products of bf16 pairs in fp32, so they differ only in the order of the sums.
+//
+// Compiled once, for x86-64-v4 with AVX512-BF16 (and AMX where the compiler has it:
+// CMakeLists.txt), and called only with an engine that engine_runs() allows on this CPU. The
+// file includes nothing but intrinsics, so that no inline library function compiled with these
+// instructions can stand in for another file's copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace folio::cpu::tiles {
+
+using bf16 = uint16_t;
+
+// What runs the products. none: neither runs here, and attention keeps its fp32 products.
+enum class Engine { none, amx, avx512_bf16 };
+const char* engine_name(Engine engine);  // "AMX tiles", "AVX512-BF16" (folio bench names it)
+
+// Whether this CPU and build can run `engine`: for AMX the CPU has AMX-TILE and AMX-BF16 and
+// Linux lets this process use the tile data registers (asked for once, with arch_prctl, as oneDNN
+// does for its own AMX kernels); for AVX512-BF16 the CPU has it. `none` always runs.
+bool engine_runs(Engine engine);
+// The engine attention uses (cpu_isa.cpp): the best that runs, AMX before AVX512-BF16, unless
+// FOLIO_ATTENTION_TILES=avx512_bf16|none picks a lesser one (so that a machine with AMX can run
+// what a Zen 4 runs); an Error names a value that is not an engine or does not run here.
+Engine chosen_engine();
+
+// The B operand of gemm, a K x N matrix, in the tiles' "VNNI" layout: for each block of 16
+// columns a panel of K/2 rows, row r holding the 16 pairs (B[2r][c], B[2r+1][c]), 64 bytes, one
+// tile row. Panel j starts at panels + j * panel_stride (bf16 elements; >= 16 * K_padded).
+//
+// pack_panels writes B[k][n] = source[k * ld + n] for k < K, n < N, rounded to bf16 (nearest,
+// ties to even), and zeros up to K_padded x N_padded (K_padded a multiple of 32, N_padded of 16).
+// pack_panels_transposed writes B[k][n] = source[n * ld + k] (the transpose of source).
+void pack_panels(bf16* panels, size_t panel_stride, const float* source, size_t ld, int K, int N,
+                 int K_padded, int N_padded);
+void pack_panels_transposed(bf16* panels, size_t panel_stride, const float* source, size_t ld,
+                            int K, int N, int K_padded, int N_padded);
+
+// to[r * ld_to + c] = bf16 of from[r * ld_from + c], r < rows, c < cols; zeros in rows
+// [rows, rows_padded) (the A operand of gemm, row-major).
+void round_rows(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows, int cols,
+                int rows_padded);
+// to[c * ld_to + r] = bf16 of from[r * ld_from + c]: the transpose, rounded; zeros in columns
+// [rows, rows_padded) of `to`. cols is a multiple of 16.
+void round_transposed(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows,
+                      int cols, int rows_padded);
+// to[c * ld_to + r] = from[r * ld_from + c] for r < rows, c < cols, and the same rounded into
+// to16 (laid out as `to`) unless it is null. rows is a multiple of 16, and `from` is readable up
+// to the next multiple of 16 columns.
+void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
+               int cols);
+// to[r * ld_to + c] = from[r * ld_from + c] for r < rows, c < cols (a multiple of 16), and the
+// same rounded into to16 (laid out as `to`) unless it is null.
+void store_rows(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
+                int cols);
+// Both write `to` with streaming stores where its rows are 64-byte aligned: attention's fp32
+// results bypass the cache (the products after it read the bf16 copies).
+
+// Around a thread's products: with AMX the tile registers' shapes are loaded on the calling
+// thread before its first gemm (a thread's configuration is its own, and oneDNN's AMX kernels
+// load theirs), and released after the last: a thread holding tile data makes the kernel save
+// 8 KiB more at each context switch. AVX512-BF16 needs neither.
+void begin_products(Engine engine);
+void end_products(Engine engine);
+
+// C = A B, or C += A B when `accumulate`: A is M x K bf16, row-major with leading dimension lda
+// (elements); B is K x N in panels (above); C is M x N fp32 with leading dimension ldc. M and N
+// are multiples of 32, K of 32. Products are summed in fp32.
+void gemm(Engine engine, int M, int N, int K, const bf16* A, size_t lda, const bf16* B,
+          size_t panel_stride, float* C, size_t ldc, bool accumulate);
+
+}  // namespace folio::cpu::tiles
