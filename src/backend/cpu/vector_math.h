@@ -199,8 +199,11 @@ inline void philox_8_blocks(const RandomStream& stream, uint32_t base, uint32_t 
 #endif
 
 // Words first_word .. first_word + count - 1 of a random stream, as RandomStream::word() gives
-// them, generated a block at a time: 16 blocks at once with AVX-512, 8 with AVX2, else (and for
-// the last few) in a loop the compiler vectorises.
+// them, generated a block at a time: 16 blocks at once with AVX-512, 8 with AVX2, else in a loop
+// the compiler vectorises. The vector kernels also make a chunk's last few blocks, with up to 15
+// more than asked for: one kernel call costs less than the scalar loop for even 2 blocks, and
+// short draws are common (a row of `tiny`'s attention weights is 16 words, 4 blocks; a
+// residual row 32 words). The copy at the end takes only the words asked for.
 inline void random_words(const RandomStream& stream, uint64_t first_word, size_t count,
                          uint32_t* out) {
   const uint32_t key0 = static_cast<uint32_t>(stream.seed);
@@ -209,17 +212,17 @@ inline void random_words(const RandomStream& stream, uint64_t first_word, size_t
   const size_t skip = first_word & 3;
   const size_t blocks = (skip + count + 3) / 4;
   constexpr size_t kChunk = 256;
-  uint32_t words[4 * kChunk];
+  uint32_t words[4 * (kChunk + 16)];  // room for the blocks a last kernel call makes past n
   for (size_t done = 0; done < blocks; done += kChunk) {
     const size_t n = std::min(kChunk, blocks - done);
     const uint32_t base = static_cast<uint32_t>(first_block + done);
-    size_t vectorised = 0;  // blocks made 16 at a time
+    size_t vectorised = 0;  // blocks made by the vector kernel (n or more)
 #if defined(__AVX512F__)
-    for (; vectorised + 16 <= n; vectorised += 16)
+    for (; vectorised < n; vectorised += 16)
       philox_16_blocks(stream, base + static_cast<uint32_t>(vectorised), key0, key1,
                        words + 4 * vectorised);
 #elif defined(__AVX2__)
-    for (; vectorised + 8 <= n; vectorised += 8)
+    for (; vectorised < n; vectorised += 8)
       philox_8_blocks(stream, base + static_cast<uint32_t>(vectorised), key0, key1,
                       words + 4 * vectorised);
 #endif
