@@ -404,6 +404,54 @@ TEST_P(BackendOps, CrossEntropy) {
   }
 }
 
+// Softmaxes whose rows span far more than exp's range (e^88): each must shift its row by the
+// row's largest value, or e^(x - shift) saturates and the result is wrong by order 1 (a shift
+// by the smallest value, or by 0, fails this; the tests above, whose rows span a few units,
+// cannot tell, since a softmax is the same for any shift that does not overflow). Cross-entropy:
+// logits of standard deviation 40 (rows of 65 span about 250), against the reference to 1e-5.
+// Attention: q, k of standard deviation 6 with heads of 64, scores of standard deviation about
+// 36 (rows span about 200); the fp32 scores of that size carry about 1e-5 absolute error, which
+// exp makes a relative error of that size in the weights, so 1e-3 against the reference.
+TEST_P(BackendOps, SoftmaxRowsFarBeyondExpsRangeShiftByTheirLargest) {
+  {
+    const int N = 23, V = 65;
+    std::vector<int32_t> targets(N);
+    for (int i = 0; i < N; ++i) targets[i] = (i * 29) % V;
+    const Floats logits = random_vector<float>(N * V, 61, 40.0);
+    Doubles losses(N), dlogits(N * V);
+    reference::cross_entropy_forward(losses.data(), widen(logits).data(), targets.data(), N, V, V);
+    reference::cross_entropy_backward(dlogits.data(), widen(logits).data(), targets.data(), N, V,
+                                      V, 1.0 / N);
+    auto d_logits = upload(logits), d_targets = upload(targets);
+    auto d_losses = poisoned(N), d_dlogits = poisoned(size_t(N) * V);
+    backend_->cross_entropy_forward(d_losses.as<float>(), d_logits.as<float>(),
+                                    d_targets.as<int32_t>(), N, V, V);
+    backend_->cross_entropy_backward(d_dlogits.as<float>(), d_logits.as<float>(),
+                                     d_targets.as<int32_t>(), N, V, V, 1.0f / N);
+    EXPECT_LT(relative_error(download(d_losses, N), losses), kTolerance);
+    EXPECT_LT(relative_error(download(d_dlogits, size_t(N) * V), dlogits), kTolerance);
+  }
+  const int B = 1, T = 70, H = 2, hs = 64, A = H * hs;
+  const Floats qkv = random_vector<float>(size_t(B) * T * 3 * A, 62, 6.0);
+  const Floats dout = random_vector<float>(size_t(B) * T * A, 63);
+  auto d_qkv = upload(qkv), d_dout = upload(dout);
+  auto d_out = poisoned(size_t(B) * T * A);
+  auto d_saved = poisoned(backend_->attention_saved_floats(B, T, H, hs));
+  backend_->attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H,
+                              hs, 0, no_dropout());
+  Doubles out(size_t(B) * T * A), probs(size_t(B) * H * T * T);
+  reference::attention_forward(out.data(), probs.data(), widen(qkv).data(), B, T, H, hs, 0,
+                               no_dropout());
+  EXPECT_LT(relative_error(download(d_out, out.size()), out), 1e-3);
+  auto d_dqkv = poisoned(qkv.size());
+  backend_->attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
+                               d_saved.as<float>(), B, T, H, hs, no_dropout());
+  Doubles dqkv(qkv.size());
+  reference::attention_backward(dqkv.data(), widen(dout).data(), widen(qkv).data(), probs.data(),
+                                B, T, H, hs, no_dropout());
+  EXPECT_LT(relative_error(download(d_dqkv, dqkv.size()), dqkv), 1e-3);
+}
+
 // Three updates: unclipped, clipped to half the gradients' norm (the moments then hold half the
 // gradient), and with a bound above the norm (no change). Clipping is read, not written: the
 // gradients stay as they were.

@@ -84,6 +84,35 @@ inline uint16_t to_bf16(float x) {
 // every vector width.
 constexpr int kLanes = 16;
 
+#if defined(__AVX512F__)
+// The AVX-512 variant says it with masks: GCC 12 turned the portable loops below into 16 scalar
+// max (or add) chains, and a row shorter than 16 (`tiny`'s) into the scalar remainder alone. The
+// same lanes and the same order of the final sum (halves added, as `_mm512_reduce_add_ps` does).
+inline __mmask16 first_lanes(int count) { return static_cast<__mmask16>((1u << count) - 1u); }
+
+// the largest of x[0..n), n >= 1
+inline float row_max(const float* x, int n) {
+  __m512 lanes = _mm512_set1_ps(x[0]);
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) lanes = _mm512_max_ps(lanes, _mm512_loadu_ps(x + j));
+  if (j < n) lanes = _mm512_max_ps(lanes, _mm512_mask_loadu_ps(lanes, first_lanes(n - j), x + j));
+  return _mm512_reduce_max_ps(lanes);
+}
+
+// the sum of a[j] * b[j], j < n
+inline float row_dot(const float* a, const float* b, int n) {
+  __m512 lanes = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    lanes = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), lanes);
+  if (j < n) {
+    const __mmask16 tail = first_lanes(n - j);
+    lanes = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + j),
+                                  _mm512_maskz_loadu_ps(tail, b + j), lanes, tail);
+  }
+  return _mm512_reduce_add_ps(lanes);
+}
+#else
 // the largest of x[0..n), n >= 1
 inline float row_max(const float* x, int n) {
   float lanes[kLanes];
@@ -108,6 +137,7 @@ inline float row_dot(const float* a, const float* b, int n) {
     for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
   return lanes[0];
 }
+#endif
 
 #if defined(__AVX512F__)
 // The 32 x 32 -> 64-bit products m * a of 16 lanes, split into their high and low words: two
