@@ -142,6 +142,33 @@ TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
   }
 }
 
+// A tokenizer.json written by folio reads back as the same tokenizer, for GPT-2's pattern (a
+// ByteLevel pre-tokenizer) and for any other (a Split, then a ByteLevel without regex): what
+// checkpoints, `folio prepare` and `folio export` store. (HF tokenizers loading the same file is
+// tests/tokenizer/test_gpt2_tokenizer.py's.)
+TEST(TokenizerFiles, AnyPatternRoundTripsThroughTokenizerJson) {
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "Line " + std::to_string(i) + ", said he!\n";
+  const std::string cl100k =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  for (const std::string& pattern : {std::string(kGpt2Pattern), cl100k}) {
+    BpeDefinition written = train_byte_level_bpe(text, 300, 1);
+    written.pattern = pattern;
+    const std::string json = tokenizer_json_text(written);
+    const BpeDefinition read = read_tokenizer_json_text(json, "written.json");
+    EXPECT_EQ(read.pattern, pattern);
+    EXPECT_EQ(read.tokens, written.tokens);
+    EXPECT_EQ(read.used, written.used);
+    EXPECT_EQ(read.merges, written.merges);
+    EXPECT_EQ(read.specials, written.specials);
+    EXPECT_EQ(read.ignore_merges, written.ignore_merges);
+    // The pattern decides the ids: cl100k keeps "!\n" together where GPT-2 splits it.
+    const ByteLevelBpe before(written), after(read);
+    EXPECT_EQ(after.encode(text), before.encode(text));
+    EXPECT_EQ(after.decode(after.encode(text)), text);
+  }
+}
+
 // ---- token files ----
 
 TEST(TokenFiles, RoundTripBothLayoutsAndWidths) {

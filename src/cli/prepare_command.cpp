@@ -108,8 +108,7 @@ int prepare_command(Arguments& arguments) {
                        std::span<const uint32_t>(ids[s]).subspan(start, count), vocab);
     }
   }
-  if (tokenizer.definition().pattern == kGpt2Pattern)
-    write_whole_file(*out + "/tokenizer.json", tokenizer_json_text(tokenizer.definition()));
+  write_whole_file(*out + "/tokenizer.json", tokenizer_json_text(tokenizer.definition()));
   std::fprintf(stderr, "folio: %zu train and %zu val tokens (vocabulary %zu) in %s\n",
                ids[0].size(), ids[1].size(), vocab, out->c_str());
   return 0;

@@ -212,18 +212,32 @@ std::string tokenizer_json_text(const BpeDefinition& d) {
                      {"rstrip", false},
                      {"normalized", false},
                      {"special", true}});
-  const ordered byte_level = {{"type", "ByteLevel"},
-                              {"add_prefix_space", false},
-                              {"trim_offsets", true},
-                              {"use_regex", true}};
+  // GPT-2's regex is ByteLevel's own; any other goes in a Split before a ByteLevel that splits
+  // no further: the layout in which HF saves GPT-4's and Llama 3's tokenizers, and which
+  // parse_tokenizer_json reads back to the same pattern.
+  const auto byte_level = [](bool use_regex) {
+    return ordered{{"type", "ByteLevel"},
+                   {"add_prefix_space", false},
+                   {"trim_offsets", true},
+                   {"use_regex", use_regex}};
+  };
+  ordered pre_tokenizer = byte_level(true);
+  if (d.pattern != kGpt2Pattern) {
+    const ordered split = {{"type", "Split"},
+                           {"pattern", {{"Regex", d.pattern}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}};
+    pre_tokenizer = {{"type", "Sequence"},
+                     {"pretokenizers", ordered::array({split, byte_level(false)})}};
+  }
   ordered file = {{"version", "1.0"},
                   {"truncation", nullptr},
                   {"padding", nullptr},
                   {"added_tokens", added},
                   {"normalizer", nullptr},
-                  {"pre_tokenizer", byte_level},
+                  {"pre_tokenizer", pre_tokenizer},
                   {"post_processor", nullptr},
-                  {"decoder", byte_level},
+                  {"decoder", byte_level(true)},
                   {"model",
                    {{"type", "BPE"},
                     {"dropout", nullptr},
@@ -235,8 +249,6 @@ std::string tokenizer_json_text(const BpeDefinition& d) {
                     {"ignore_merges", d.ignore_merges},
                     {"vocab", vocab},
                     {"merges", merges}}}};
-  if (d.pattern != kGpt2Pattern)
-    throw Error("only tokenizers with GPT-2's pre-tokenisation can be written as tokenizer.json");
   return file.dump(1) + "\n";
 }
 

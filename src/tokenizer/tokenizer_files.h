@@ -36,7 +36,8 @@ BpeDefinition read_tokenizer_json(const std::string& path);
 BpeDefinition read_tokenizer_json_text(const std::string& text, const std::string& source);
 
 // A tokenizer.json that HF tokenizers loads as the same tokenizer (vocab, merges in rank order,
-// the special tokens as added tokens, ByteLevel pre-tokenizer and decoder).
+// the special tokens as added tokens, ByteLevel decoder, and as pre-tokenizer ByteLevel for
+// GPT-2's pattern or a Split by the definition's regex followed by ByteLevel for any other).
 std::string tokenizer_json_text(const BpeDefinition& definition);
 
 // The folder that holds GPT-2's encoder.json and vocab.bpe: $FOLIO_CACHE_DIR/gpt2, else

@@ -9,6 +9,10 @@ import sys
 
 GPT2_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+"""
                 r"""|\s+(?!\S)|\s+""")
+# GPT-4's (tiktoken's cl100k_base) pattern: a tokenizer.json holds it in a Split before a
+# ByteLevel without regex, as HF saves GPT-4's and Llama 3's tokenizers.
+CL100K_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+                  r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 END_OF_TEXT = "<|endoftext|>"
 
 

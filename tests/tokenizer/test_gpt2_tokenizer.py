@@ -123,13 +123,11 @@ for threads in ("1", "2"):
 # ByteLevel without regex): cl100k's pattern, in a BPE that HF's trainer learns here. Its lines
 # all end in punctuation, which cl100k's pattern keeps with the newline (a token "!\n"): where
 # folio cuts GPT-2 text for its threads would cut such pieces.
-CL100K = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
-          r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 exclaimed = "".join(f"Line {i}, said he!\n" for i in range(40000))
 split_hf = Tokenizer(models.BPE())
 split_hf.pre_tokenizer = pre_tokenizers.Sequence([
-    pre_tokenizers.Split(Regex(CL100K), behavior="isolated"),
+    pre_tokenizers.Split(Regex(ref.CL100K_PATTERN), behavior="isolated"),
     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 split_hf.decoder = decoders.ByteLevel()
 split_hf.train_from_iterator(
@@ -144,9 +142,21 @@ got = json.loads(run_folio(os.path.join(work, "split.json"),
 compare("encode, HF-trained tokenizer.json with cl100k's pattern", texts, got, expected,
         split_hf.token_to_id(ref.END_OF_TEXT))
 
+# 6. What folio writes for that tokenizer (prepare's tokenizer.json; checkpoints and `folio
+# export` store the same text) is, for HF tokenizers, the tokenizer HF trained.
+prepared = os.path.join(work, "split_prepared")
+result = subprocess.run([folio, "prepare", "--data", os.path.join(work, "input.dat"), "--tokenizer",
+                         os.path.join(work, "split.json"), "--out", prepared], capture_output=True)
+if result.returncode != 0:
+    sys.exit(f"folio prepare failed: {result.stderr.decode(errors='replace')}")
+written = Tokenizer.from_file(os.path.join(prepared, "tokenizer.json"))
+compare("encode, HF loading the tokenizer.json folio wrote for cl100k's pattern", texts,
+        written.encode(ref.END_OF_TEXT.join(texts)).ids, expected,
+        split_hf.token_to_id(ref.END_OF_TEXT))
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
 print(f"folio = tiktoken = HF tokenizers on {len(TEXTS)} hostile texts, {len(BYTES)} invalid "
       "UTF-8 byte strings and tiny-Shakespeare, from 3 file layouts, and with cl100k's pattern "
-      "from a tokenizer.json")
+      "from a tokenizer.json, read and written")

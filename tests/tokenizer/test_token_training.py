@@ -117,6 +117,29 @@ expect_error(run("train", *common, "--data", "short.txt", "--tokenizer", gpt2, "
              "a text too short for a window of its tokens", "the tokens of the text short.txt",
              "too short", "block_size")
 
+# 3c. A tokenizer in GPT-4's layout (GPT-2's vocabulary and merges, cl100k's pattern in a Split)
+# travels in the checkpoint with its pattern: --resume encodes the text again with the
+# checkpoint's tokenizer, into HF's ids for that pattern, not GPT-2's.
+from tokenizers import Regex, Tokenizer, pre_tokenizers  # noqa: E402
+split_tokenizer = Tokenizer.from_file(os.path.join(work, "tokens", "tokenizer.json"))
+split_tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(ref.CL100K_PATTERN), behavior="isolated"),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+split_tokenizer.save(os.path.join(work, "cl100k_pattern.json"))
+split_counts = (f"train {len(split_tokenizer.encode(text[:cut]).ids)}, "
+                f"val {len(split_tokenizer.encode(text[cut:]).ids)}")
+if split_counts in expected_text_header:
+    failures.append("cl100k's pattern cuts this text into as many ids as GPT-2's: no test")
+for what, args in (("training on the text with cl100k's pattern",
+                    [*common, "--data", "small.txt", "--tokenizer", "cl100k_pattern.json",
+                     "--out_dir", "split", "--max_iters", "2"]),
+                   ("--resume with the checkpoint's cl100k-pattern tokenizer",
+                    ["--resume", "split", "--max_iters", "3"])):
+    started = expect_ok(run("train", *args), what)
+    if split_counts not in started.stdout:
+        failures.append(f"{what}: its start-up line lacks {split_counts!r}: "
+                        f"{started.stdout[:300]!r}")
+
 # 4. The checkpoint carries GPT-2's tokenizer: info names it, sample encodes and decodes with it.
 ckpt = os.path.join("straight", "ckpt.safetensors")
 info = expect_ok(run("info", ckpt), "folio info").stdout
