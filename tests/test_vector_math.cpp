@@ -1,11 +1,13 @@
 // The CPU backend's row reductions (backend/cpu/vector_math.h): lanes, a vector body and a tail,
-// so every length from 1 to past several vectors, with the answer placed in each part.
+// so every length from 1 to past several vectors, with the answer placed in each part; and the
+// small products of attention (backend/cpu/small_products.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/small_products.h"
 #include "backend/cpu/vector_math.h"
 #include "test_helpers.h"
 
@@ -36,6 +38,56 @@ TEST(VectorMath, RowDotEqualsTheDoubleSum) {
       magnitude += std::abs(double(a[size_t(j)]) * b[size_t(j)]);
     }
     EXPECT_NEAR(cpu::row_dot(a.data(), b.data(), n), exact, 1e-6 * magnitude) << "n " << n;
+  }
+}
+
+// Every transpose, beta 0 (C's old values, NaN here, never read) and 1, widths of C from one
+// lane to four full vectors with and without a tail, and a product over the size limit that goes
+// to the BLAS. This binary calls the build's portable copy; the AVX2 and AVX-512 ones run under
+// the attention cases of the op table (BackendOps.Attention, cpu_kernels_*), which use them.
+TEST(VectorMath, SmallProductEqualsTheDoubleProduct) {
+  struct Shape {
+    int M, N, K;
+  };
+  for (const Shape& shape : {Shape{1, 1, 1}, Shape{16, 16, 10}, Shape{16, 10, 16}, Shape{5, 17, 3},
+                             Shape{7, 33, 64}, Shape{4, 64, 64}, Shape{64, 64, 4},
+                             Shape{70, 64, 32}}) {
+    const int M = shape.M, N = shape.N, K = shape.K;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {0.0f, 1.0f}) {
+          SCOPED_TRACE(::testing::Message() << M << " x " << N << " x " << K << " ta " << ta
+                                            << " tb " << tb << " beta " << beta);
+          // Leading dimensions wider than the matrices, as attention's slices of qkv are.
+          const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+          const std::vector<float> A = random_vector<float>(size_t(ta ? K : M) * lda, 3);
+          const std::vector<float> B = random_vector<float>(size_t(tb ? N : K) * ldb, 4);
+          std::vector<float> C = random_vector<float>(size_t(M) * ldc, 5);
+          if (beta == 0.0f) std::fill(C.begin(), C.end(), std::nanf(""));
+          const std::vector<float> before = C;
+          const float alpha = 0.75f;
+          cpu::small_product(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(),
+                             ldc);
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < ldc; ++j) {
+              const size_t at = size_t(i) * ldc + j;
+              if (j >= N) {  // between rows: untouched
+                EXPECT_TRUE(std::isnan(before[at]) ? std::isnan(C[at]) : C[at] == before[at]);
+                continue;
+              }
+              double exact = 0.0, magnitude = 0.0;
+              for (int k = 0; k < K; ++k) {
+                const double a = ta ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k];
+                const double b = tb ? B[size_t(j) * ldb + k] : B[size_t(k) * ldb + j];
+                exact += a * b;
+                magnitude += std::abs(a * b);
+              }
+              exact = alpha * exact + (beta != 0.0f ? beta * double(before[at]) : 0.0);
+              ASSERT_NEAR(C[at], exact,
+                          1e-6 * (magnitude + (beta != 0.0f ? std::abs(before[at]) : 0.0)) + 1e-7)
+                  << "row " << i << " column " << j;
+            }
+        }
   }
 }
 

@@ -21,6 +21,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/attention_rows.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/small_products.h"
 
 namespace folio {
 
@@ -68,7 +69,7 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
 
     for (int r0 = q_start; r0 < T; r0 += kRowBlock) {
       const int r1 = std::min(r0 + kRowBlock, T);  // rows r0..r1-1 see keys 0..r1-1
-      cpu::sgemm_serial(false, true, r1 - r0, r1, hs, scale, q + static_cast<size_t>(r0) * ld_qkv,
+      cpu::small_product(false, true, r1 - r0, r1, hs, scale, q + static_cast<size_t>(r0) * ld_qkv,
                         ld_qkv, k, ld_qkv, 0.0f, strip, r1);
       for (int i = r0; i < r1; ++i) {
         float* p = strip + static_cast<size_t>(i - r0) * r1;
@@ -79,7 +80,7 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
           for (int j = 0; j <= i; ++j) p[j] *= multipliers[j];
         }
       }
-      cpu::sgemm_serial(false, false, r1 - r0, hs, r1, 1.0f, strip, r1, v, ld_qkv, 0.0f,
+      cpu::small_product(false, false, r1 - r0, hs, r1, 1.0f, strip, r1, v, ld_qkv, 0.0f,
                         o + static_cast<size_t>(r0) * A, A);
       if (out16)
         round_rows(out16 + (o - out) + static_cast<size_t>(r0) * A, o + static_cast<size_t>(r0) * A,
@@ -128,22 +129,22 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
       const float* q_rows = q + static_cast<size_t>(r0) * ld_qkv;
       const float* d_o_rows = d_o + static_cast<size_t>(r0) * A;
       // The strip's probabilities again, from its scores and each row's log-sum-exp.
-      cpu::sgemm_serial(false, true, rows, r1, hs, scale, q_rows, ld_qkv, k, ld_qkv, 0.0f, probs,
+      cpu::small_product(false, true, rows, r1, hs, scale, q_rows, ld_qkv, k, ld_qkv, 0.0f, probs,
                         r1);
       // out = weights @ v:  d(weights) = d_out @ v^T.
-      cpu::sgemm_serial(false, true, rows, r1, hs, 1.0f, d_o_rows, A, v, ld_qkv, 0.0f, grad, r1);
+      cpu::small_product(false, true, rows, r1, hs, 1.0f, d_o_rows, A, v, ld_qkv, 0.0f, grad, r1);
       for (int i = r0; i < r1; ++i) {
         const size_t offset = static_cast<size_t>(i - r0) * r1;
         attention_backward_row({probs + offset, grad + offset, dropped + offset, i, row_lse[i]},
                                r1, 1.0f, scale, multipliers, dropout, masks, b, h, T);
       }
       // dv += weights^T @ d_out, over the keys the strip saw.
-      cpu::sgemm_serial(true, false, r1, hs, rows, 1.0f, dropout.active() ? dropped : probs, r1,
+      cpu::small_product(true, false, r1, hs, rows, 1.0f, dropout.active() ? dropped : probs, r1,
                         d_o_rows, A, 1.0f, dv, ld_qkv);
       // scores = q @ k^T * scale:  dq = ds @ k (the strip's rows), dk += ds^T @ q.
-      cpu::sgemm_serial(false, false, rows, hs, r1, 1.0f, grad, r1, k, ld_qkv, 0.0f,
+      cpu::small_product(false, false, rows, hs, r1, 1.0f, grad, r1, k, ld_qkv, 0.0f,
                         dq + static_cast<size_t>(r0) * ld_qkv, ld_qkv);
-      cpu::sgemm_serial(true, false, r1, hs, rows, 1.0f, grad, r1, q_rows, ld_qkv, 1.0f, dk,
+      cpu::small_product(true, false, r1, hs, rows, 1.0f, grad, r1, q_rows, ld_qkv, 1.0f, dk,
                         ld_qkv);
     }
     if (dqkv16)  // the head's dq, dk and dv are final: round them for the qkv layer's products
