@@ -318,11 +318,13 @@ TEST_P(BackendOps, DropoutAdd) {
 
 TEST_P(BackendOps, DropoutAddLayerNormFused) {
   // The fused pairs against the two reference ops in turn. C = 53 is not a multiple of 4, so a
-  // row's dropout mask starts inside a Philox block; 5 rows per sample; dinp accumulates.
-  for (float p : {0.0f, 0.2f}) {
+  // row's dropout mask starts inside a Philox block; 5 or 13 rows per sample (the CPU draws 9 such
+  // rows' masks at once: a sample in one draw, or in a full and a partial one); dinp accumulates.
+  for (const auto& [p, rows_per_sample] : {std::pair{0.0f, 5}, {0.2f, 5}, {0.2f, 13}}) {
     for (bool with_bias : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "p " << p << " bias " << with_bias);
-      const int B = 3, rows_per_sample = 5, C = 53, N = B * rows_per_sample;
+      SCOPED_TRACE(::testing::Message() << "p " << p << " rows per sample " << rows_per_sample
+                                        << " bias " << with_bias);
+      const int B = 3, C = 53, N = B * rows_per_sample;
       const size_t per_sample = size_t(rows_per_sample) * C;
       const DropoutSpec dropout =
           p > 0 ? dropout_spec(p, 77, 3, 2, DropoutSite::kFeedForwardOutput, 4) : no_dropout();

@@ -30,6 +30,7 @@ namespace {
 using attention_rows::attention_backward_row;
 using attention_rows::causal_softmax_row;
 using attention_rows::draw_row_multipliers;
+using attention_rows::draw_strip_multipliers;
 using attention_rows::HeadSlices;
 using attention_rows::kRowBlock;
 using attention_rows::round_rows;
@@ -65,20 +66,27 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
     float* o = out + head.out;
     float* row_lse = lse + head.lse;
     float* strip = attention_scratch(omp_get_thread_num(), scratch_floats(T));
+    float* strip_multipliers = strip + size_t(kRowBlock) * T;  // the second strip's room
     float* multipliers = strip + size_t(3) * kRowBlock * T;
 
     for (int r0 = q_start; r0 < T; r0 += kRowBlock) {
       const int r1 = std::min(r0 + kRowBlock, T);  // rows r0..r1-1 see keys 0..r1-1
       cpu::small_product(false, true, r1 - r0, r1, hs, scale, q + static_cast<size_t>(r0) * ld_qkv,
-                        ld_qkv, k, ld_qkv, 0.0f, strip, r1);
+                         ld_qkv, k, ld_qkv, 0.0f, strip, r1);
+      // The weights that multiply v, from the dropout masks that the backward pass recalls.
+      const bool one_draw = dropout.active() && T <= kRowBlock;
+      if (one_draw) draw_strip_multipliers(strip_multipliers, dropout, b, h, T, r0, r1, masks);
       for (int i = r0; i < r1; ++i) {
         float* p = strip + static_cast<size_t>(i - r0) * r1;
-        row_lse[i] = causal_softmax_row(p, i, r1, 1.0f);  // sgemm scaled them
-        if (dropout.active()) {  // the weights that multiply v; the backward pass recalls them
+        row_lse[i] = causal_softmax_row(p, i, r1, 1.0f);  // the product scaled them
+        if (!dropout.active()) continue;
+        const float* m = strip_multipliers + static_cast<size_t>(i - r0) * T;
+        if (!one_draw) {
           draw_row_multipliers(multipliers, dropout, b, h, T, i, masks);
-#pragma omp simd
-          for (int j = 0; j <= i; ++j) p[j] *= multipliers[j];
+          m = multipliers;
         }
+#pragma omp simd
+        for (int j = 0; j <= i; ++j) p[j] *= m[j];
       }
       cpu::small_product(false, false, r1 - r0, hs, r1, 1.0f, strip, r1, v, ld_qkv, 0.0f,
                         o + static_cast<size_t>(r0) * A, A);

@@ -67,6 +67,21 @@ inline void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout,
   if (masks.recorded())
     cpu::store_mask_bits(masks.row(b, h * T + i), multipliers, static_cast<size_t>(i) + 1);
 }
+// The multipliers of a whole strip of query rows r0..r1-1 in one draw, row i's T of them at
+// out + (i - r0) * T (its weights' first i + 1): the rows' counters are consecutive, so this
+// draws the masked columns j > i too, up to twice the words. For blocks of one strip (T <= 64)
+// that is cheaper than a draw per row: a row of `tiny` is 16 words, and one call of the vector
+// Philox kernel makes 64.
+inline void draw_strip_multipliers(float* out, const DropoutSpec& dropout, int b, int h, int T,
+                                   int r0, int r1, const cpu::MaskBits& masks) {
+  cpu::dropout_multipliers(out, dropout, static_cast<uint32_t>(b),
+                           (static_cast<uint64_t>(h) * T + r0) * T,
+                           static_cast<size_t>(r1 - r0) * T);
+  if (masks.recorded())
+    for (int i = r0; i < r1; ++i)
+      cpu::store_mask_bits(masks.row(b, h * T + i), out + static_cast<size_t>(i - r0) * T,
+                           static_cast<size_t>(i) + 1);
+}
 inline void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int b, int h,
                                    int T, int i, const cpu::MaskBits& masks) {
   if (masks.recorded())

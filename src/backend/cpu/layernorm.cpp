@@ -8,6 +8,7 @@
 // the result does not depend on scheduling.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -46,16 +47,20 @@ void normalize_row(float* y, cpu::bf16* y16, float& mean, float& rstd, const flo
   rstd = s;
 }
 
-// The dropout multipliers of row i of a residual branch whose samples have rows_per_sample rows
-// of C: elements (i mod rows_per_sample) * C .. + C of its sample's stream. The forward pass
-// draws them and records them in `masks` when it records; the backward pass recalls them from
-// there, or draws them again when nothing was recorded.
-void draw_row_multipliers(float* multipliers, const DropoutSpec& dropout, int i,
-                          int rows_per_sample, int C, const cpu::MaskBits& masks) {
-  const int sample = i / rows_per_sample, row = i % rows_per_sample;
+// The dropout multipliers of rows first..last-1 (all of one sample) of a residual branch whose
+// samples have rows_per_sample rows of C: row i's are elements (i mod rows_per_sample) * C .. + C
+// of its sample's stream, so the rows' elements are consecutive and one draw makes them all. The
+// forward pass draws them and records them in `masks` when it records; the backward pass recalls
+// a row's from there, or draws them again when nothing was recorded.
+void draw_rows_multipliers(float* multipliers, const DropoutSpec& dropout, int first, int last,
+                           int rows_per_sample, int C, const cpu::MaskBits& masks) {
+  const int sample = first / rows_per_sample, row = first % rows_per_sample;
   cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(sample),
-                           static_cast<uint64_t>(row) * C, C);
-  if (masks.recorded()) cpu::store_mask_bits(masks.row(sample, row), multipliers, C);
+                           static_cast<uint64_t>(row) * C, static_cast<size_t>(last - first) * C);
+  if (masks.recorded())
+    for (int r = 0; r < last - first; ++r)
+      cpu::store_mask_bits(masks.row(sample, row + r), multipliers + static_cast<size_t>(r) * C,
+                           C);
 }
 void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int i,
                             int rows_per_sample, int C, const cpu::MaskBits& masks) {
@@ -63,7 +68,7 @@ void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int 
     cpu::load_mask_bits(multipliers, masks.row(i / rows_per_sample, i % rows_per_sample), C,
                         dropout.scale());
   else
-    draw_row_multipliers(multipliers, dropout, i, rows_per_sample, C, masks);
+    draw_rows_multipliers(multipliers, dropout, i, i + 1, rows_per_sample, C, masks);
 }
 
 }  // namespace
@@ -89,24 +94,35 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
   const cpu::MaskBits masks = dropout.active()
                                   ? dropout_masks_.record(dropout, B, rows_per_sample, C)
                                   : cpu::MaskBits{};
+  // Short rows (tiny's 32) draw their multipliers several rows at a time, 512 or more a draw:
+  // a draw of a single row of 32 cost as much as one of hundreds (the vector Philox kernel makes
+  // 64 words a call).
+  const int rows_per_draw = dropout.active() ? std::clamp(512 / C, 1, rows_per_sample) : 1;
+  const int draws_per_sample = (rows_per_sample + rows_per_draw - 1) / rows_per_draw;
 #pragma omp parallel
   {
-    std::vector<float> multipliers(dropout.active() ? C : 0);
+    std::vector<float> multipliers(dropout.active() ? size_t(rows_per_draw) * C : 0);
 #pragma omp for schedule(static)
-    for (int i = 0; i < N; ++i) {
-      const size_t offset = static_cast<size_t>(i) * C;
-      float* x = residual_out + offset;
-      if (dropout.active()) {
-        draw_row_multipliers(multipliers.data(), dropout, i, rows_per_sample, C, masks);
+    for (int group = 0; group < B * draws_per_sample; ++group) {
+      const int sample = group / draws_per_sample;
+      const int first = sample * rows_per_sample + (group % draws_per_sample) * rows_per_draw;
+      const int last = std::min(first + rows_per_draw, (sample + 1) * rows_per_sample);
+      if (dropout.active())
+        draw_rows_multipliers(multipliers.data(), dropout, first, last, rows_per_sample, C, masks);
+      for (int i = first; i < last; ++i) {
+        const size_t offset = static_cast<size_t>(i) * C;
+        float* x = residual_out + offset;
+        if (dropout.active()) {
+          const float* m = multipliers.data() + static_cast<size_t>(i - first) * C;
 #pragma omp simd
-        for (int c = 0; c < C; ++c)
-          x[c] = residual[offset + c] + branch[offset + c] * multipliers[c];
-      } else {
+          for (int c = 0; c < C; ++c) x[c] = residual[offset + c] + branch[offset + c] * m[c];
+        } else {
 #pragma omp simd
-        for (int c = 0; c < C; ++c) x[c] = residual[offset + c] + branch[offset + c];
+          for (int c = 0; c < C; ++c) x[c] = residual[offset + c] + branch[offset + c];
+        }
+        normalize_row(ln_out + offset, ln_out16 ? ln_out16 + offset : nullptr, mean[i], rstd[i],
+                      x, weight, bias, C);
       }
-      normalize_row(ln_out + offset, ln_out16 ? ln_out16 + offset : nullptr, mean[i], rstd[i], x,
-                    weight, bias, C);
     }
   }
 }
