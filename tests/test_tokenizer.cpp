@@ -99,6 +99,48 @@ TEST(ByteLevelBpe, EncodesTheSameOnAnyNumberOfThreads) {
   EXPECT_EQ(bpe.decode(one), text);
 }
 
+TEST(PreTokenizer, KnowsWhichPatternsMayStartAnywhere) {
+  const std::string cl100k =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  for (const std::string& pattern : {std::string(kGpt2Pattern), cl100k, std::string("[^a]|a"),
+                                     std::string(R"([\]^]+|\^)")})
+    EXPECT_TRUE(PreTokenizer(pattern).starts_anywhere()) << pattern;
+  for (const std::string& pattern :
+       {std::string("(?<=a)b|."), std::string(R"(\bx|.)"), std::string(R"(\Bx|.)"),
+        std::string("^x|."), std::string(R"(\Ax|.)"), std::string(R"(\Gx|.)"),
+        std::string(R"([a]^|.)")})
+    EXPECT_FALSE(PreTokenizer(pattern).starts_anywhere()) << pattern;
+}
+
+// Shares of a text cut anywhere (any pattern that never looks back) give the ids of the whole
+// text split at once, on any number of threads. Besides cl100k's pattern, one that never lets
+// two splits meet again once they are one character apart (pairs of characters): a share
+// whose guessed start is not a piece boundary is split again from where the share before ended.
+TEST(ByteLevelBpe, SharesCutAnywhereJoinWhereTheirPiecesMeet) {
+  std::string text;
+  std::mt19937 random(11);
+  const char* words[] = {"said", "he", "!", "?!", "  ", "\t", "\n", "\n\n", " \n ", "123456",
+                         "caf\xc3\xa9", "\xff\xfe", "I'm", " x", "<|endoftext|>"};
+  while (text.size() < (size_t(3) << 20)) text += words[random() % std::size(words)];
+  BpeDefinition trained = train_byte_level_bpe(text.substr(0, 200000), 400, 2);
+  const std::string cl100k =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  for (const std::string& pattern : {cl100k, std::string(R"([\s\S]{2})")}) {
+    SCOPED_TRACE(pattern);
+    BpeDefinition definition = trained;
+    definition.pattern = pattern;
+    const ByteLevelBpe bpe(definition);
+    std::vector<TokenId> whole;
+    bpe.encode_ordinary(text, whole);
+    for (int threads : {1, 2, 3, 7}) EXPECT_EQ(bpe.encode(text, false, threads), whole) << threads;
+    EXPECT_EQ(bpe.decode(whole), text);
+    // With the special token: the stretches between its occurrences are shared out alike.
+    const std::vector<TokenId> special_one = bpe.encode(text, true, 1);
+    EXPECT_EQ(bpe.encode(text, true, 3), special_one);
+    EXPECT_LT(special_one.size(), whole.size());
+  }
+}
+
 TEST(ByteLevelBpe, SpecialTokenOnlyWhenAllowed) {
   const ByteLevelBpe bpe(train_byte_level_bpe("hello world", 260, 1));
   const TokenId eot = *bpe.special_token(kEndOfText);

@@ -26,16 +26,14 @@ TextTokens tokenize_text(std::string_view text, const ByteLevelBpe& tokenizer,
   const std::string_view splits[2] = {text.substr(0, cut), text.substr(cut)};
   TextTokens tokens;
   std::vector<uint32_t>* ids[2] = {&tokens.train, &tokens.val};
-  size_t done = 0;
-  // Stretches of 16 MiB: each is shared out over the threads, and progress moves between them.
-  for (int s = 0; s < 2; ++s)
-    for (std::string_view block : ByteLevelBpe::cut_for_threads(splits[s], size_t(16) << 20,
-                                                                tokenizer.definition().pattern)) {
-      const std::vector<TokenId> block_ids = tokenizer.encode(block, true, threads);
-      ids[s]->insert(ids[s]->end(), block_ids.begin(), block_ids.end());
-      done += block.size();
-      if (on_bytes) on_bytes(done);
-    }
+  for (int s = 0; s < 2; ++s) {
+    const size_t before = s == 0 ? 0 : cut;
+    const auto progress = [&](size_t bytes_done) {
+      if (on_bytes) on_bytes(before + bytes_done);
+    };
+    const std::vector<TokenId> split_ids = tokenizer.encode(splits[s], true, threads, progress);
+    ids[s]->assign(split_ids.begin(), split_ids.end());
+  }
   return tokens;
 }
 

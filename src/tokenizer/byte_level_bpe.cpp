@@ -5,6 +5,7 @@
 #include <bit>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <queue>
 
 #include <omp.h>
@@ -233,30 +234,32 @@ constexpr size_t kPieceCacheSlots = size_t(1) << 15;
 
 }  // namespace
 
-void ByteLevelBpe::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
+void ByteLevelBpe::encode_piece_cached(std::string_view piece, std::vector<TokenId>& out) const {
   thread_local std::vector<PieceCacheEntry> cache(kPieceCacheSlots);
-  pretokenizer_.split(text, [&](std::string_view piece) {
-    if (piece.size() < 2 || piece.size() > sizeof(PieceCacheEntry::piece)) {
-      encode_piece(piece, out);
-      return;
-    }
-    PieceCacheEntry& entry =
-        cache[(std::hash<std::string_view>()(piece) ^ instance_) & (kPieceCacheSlots - 1)];
-    if (entry.instance == instance_ && entry.piece_size == piece.size() &&
-        std::memcmp(entry.piece, piece.data(), piece.size()) == 0) {
-      out.insert(out.end(), entry.ids, entry.ids + entry.id_count);
-      return;
-    }
-    const size_t before = out.size();
+  if (piece.size() < 2 || piece.size() > sizeof(PieceCacheEntry::piece)) {
     encode_piece(piece, out);
-    const size_t count = out.size() - before;
-    if (count > std::size(entry.ids)) return;
-    entry.instance = instance_;
-    entry.piece_size = uint8_t(piece.size());
-    entry.id_count = uint8_t(count);
-    std::memcpy(entry.piece, piece.data(), piece.size());
-    std::copy(out.begin() + before, out.end(), entry.ids);
-  });
+    return;
+  }
+  PieceCacheEntry& entry =
+      cache[(std::hash<std::string_view>()(piece) ^ instance_) & (kPieceCacheSlots - 1)];
+  if (entry.instance == instance_ && entry.piece_size == piece.size() &&
+      std::memcmp(entry.piece, piece.data(), piece.size()) == 0) {
+    out.insert(out.end(), entry.ids, entry.ids + entry.id_count);
+    return;
+  }
+  const size_t before = out.size();
+  encode_piece(piece, out);
+  const size_t count = out.size() - before;
+  if (count > std::size(entry.ids)) return;
+  entry.instance = instance_;
+  entry.piece_size = uint8_t(piece.size());
+  entry.id_count = uint8_t(count);
+  std::memcpy(entry.piece, piece.data(), piece.size());
+  std::copy(out.begin() + before, out.end(), entry.ids);
+}
+
+void ByteLevelBpe::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
+  pretokenizer_.split(text, [&](std::string_view piece) { encode_piece_cached(piece, out); });
 }
 
 std::vector<std::string_view> ByteLevelBpe::cut_for_threads(std::string_view text,
@@ -280,18 +283,103 @@ std::vector<std::string_view> ByteLevelBpe::cut_for_threads(std::string_view tex
   return parts;
 }
 
-std::vector<TokenId> ByteLevelBpe::encode(std::string_view text, bool allow_special,
-                                          int threads) const {
-  // The work: stretches of ordinary text, and the special tokens between them.
-  struct Part {
-    std::string_view text;
-    std::optional<TokenId> special;
-  };
-  std::vector<Part> parts;
+// Where the threads' shares of a stretch of ordinary text start (the first at 0). For GPT-2's
+// pattern, cut_for_threads' cuts, each a piece boundary of the stretch. For any other pattern
+// that never looks back, guesses: the first byte after a run of white space that holds a newline,
+// about every target_bytes; a guess need not be a piece boundary (join() finds where the shares'
+// pieces meet). A pattern that looks back keeps the stretch whole.
+std::vector<size_t> ByteLevelBpe::share_starts(std::string_view stretch,
+                                               size_t target_bytes) const {
+  std::vector<size_t> starts;
+  if (definition_.pattern == kGpt2Pattern) {
+    for (std::string_view part : cut_for_threads(stretch, target_bytes))
+      starts.push_back(size_t(part.data() - stretch.data()));
+    return starts;
+  }
+  starts.push_back(0);
+  if (!pretokenizer_.starts_anywhere()) return starts;
+  const auto white = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  for (size_t at = target_bytes; at < stretch.size(); at = starts.back() + target_bytes) {
+    const size_t newline = stretch.find('\n', at);
+    if (newline == std::string_view::npos) break;
+    size_t start = newline + 1;
+    while (start < stretch.size() && white(stretch[start])) ++start;
+    if (start >= stretch.size()) break;
+    starts.push_back(start);
+  }
+  return starts;
+}
+
+// One thread's share of a stretch of ordinary text (or one special token): the ids of the pieces
+// split from `from`, up to the first piece that ends at or after `until` (the next share's
+// start), with where each piece ends and how many ids precede that end.
+struct ByteLevelBpe::Share {
+  std::string_view stretch;
+  size_t from = 0, until = 0;
+  std::optional<TokenId> special;
+  std::vector<TokenId> ids;
+  std::vector<size_t> piece_ends;  // offsets in stretch, increasing
+  std::vector<size_t> ids_before;  // ids.size() after each piece
+  size_t end = 0;                  // where the share's last piece ends
+};
+
+void ByteLevelBpe::encode_share(Share& share) const {
+  if (share.special) {
+    share.ids.push_back(*share.special);
+    return;
+  }
+  const bool alone = share.from == 0 && share.until == share.stretch.size();
+  share.end = pretokenizer_.split_from(
+      share.stretch, share.from, share.until, [&](std::string_view piece) {
+        encode_piece_cached(piece, share.ids);
+        if (alone) return;  // no other share to meet
+        share.piece_ends.push_back(size_t(piece.data() + piece.size() - share.stretch.data()));
+        share.ids_before.push_back(share.ids.size());
+      });
+}
+
+// Appends the ids of `share` that follow `position`, the end of the last piece already taken from
+// its stretch, and returns the new end. The share before ran on from this share's start to the
+// end of a piece of its own, `position`: a true piece boundary, since it started at one. Where
+// this share's split has a piece ending there too, the two splits go on alike from there (a
+// split from a boundary is the same whatever came before), and the rest of this share is taken
+// as it is. Where it has none (its start cut a piece the true split does not cut, and the two
+// never met), the share is split again from `position`.
+size_t ByteLevelBpe::join(const Share& share, size_t position, std::vector<TokenId>& all) const {
+  if (share.special) {
+    all.push_back(*share.special);
+    return 0;
+  }
+  size_t first_id = 0;
+  if (position != share.from) {
+    if (position >= share.end) return position;  // the share before covered all of this one
+    const auto found =
+        std::lower_bound(share.piece_ends.begin(), share.piece_ends.end(), position);
+    if (found == share.piece_ends.end() || *found != position)
+      return pretokenizer_.split_from(share.stretch, position, share.until,
+                                      [&](std::string_view piece) {
+                                        encode_piece_cached(piece, all);
+                                      });
+    first_id = share.ids_before[size_t(found - share.piece_ends.begin())];
+  }
+  all.insert(all.end(), share.ids.begin() + std::ptrdiff_t(first_id), share.ids.end());
+  return share.end;
+}
+
+std::vector<TokenId> ByteLevelBpe::encode(std::string_view text, bool allow_special, int threads,
+                                          const std::function<void(size_t)>& on_bytes) const {
+  // The work: shares of stretches of ordinary text, and the special tokens between them.
+  std::vector<Share> shares;
   const auto add_text = [&](std::string_view stretch) {
     if (stretch.empty()) return;
-    for (std::string_view cut : cut_for_threads(stretch, size_t(1) << 18, definition_.pattern))
-      parts.push_back({cut, std::nullopt});
+    const std::vector<size_t> starts = share_starts(stretch, size_t(1) << 18);
+    for (size_t k = 0; k < starts.size(); ++k) {
+      Share share;
+      share.stretch = stretch;
+      share.from = starts[k];
+      share.until = k + 1 < starts.size() ? starts[k + 1] : stretch.size();
+      shares.push_back(std::move(share));
+    }
   };
   size_t start = 0;
   while (allow_special && !special_texts_.empty()) {
@@ -304,25 +392,35 @@ std::vector<TokenId> ByteLevelBpe::encode(std::string_view text, bool allow_spec
     }
     if (found == std::string_view::npos) break;
     add_text(text.substr(start, found - start));
-    parts.push_back({{}, found_id});
+    Share special;
+    special.special = found_id;
+    special.stretch = text.substr(found, found_size);
+    shares.push_back(std::move(special));
     start = found + found_size;
   }
   add_text(text.substr(start));
 
-  std::vector<std::vector<TokenId>> ids(parts.size());
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads))
-  for (size_t k = 0; k < parts.size(); ++k) {
-    if (parts[k].special)
-      ids[k].push_back(*parts[k].special);
-    else
-      encode_ordinary(parts[k].text, ids[k]);
-  }
-  if (ids.size() == 1) return std::move(ids[0]);
-  size_t total = 0;
-  for (const auto& part : ids) total += part.size();
+  // In waves of a few shares per thread: each wave's ids join the result in order (and their
+  // memory goes) before the next, and on_bytes hears how far the text is done.
   std::vector<TokenId> all;
-  all.reserve(total);
-  for (const auto& part : ids) all.insert(all.end(), part.begin(), part.end());
+  const int team = std::max(1, threads);
+  const size_t wave = size_t(team) * 8;
+  size_t position = 0;
+  for (size_t first = 0; first < shares.size(); first += wave) {
+    const size_t last = std::min(first + wave, shares.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
+    for (size_t k = first; k < last; ++k) encode_share(shares[k]);
+    for (size_t k = first; k < last; ++k) {
+      if (shares[k].from == 0) position = 0;  // a new stretch
+      if (shares.size() == 1) return std::move(shares[k].ids);
+      position = join(shares[k], position, all);
+      shares[k] = Share{};
+    }
+    if (on_bytes)  // up to where the next share starts
+      on_bytes(last < shares.size()
+                   ? size_t(shares[last].stretch.data() + shares[last].from - text.data())
+                   : text.size());
+  }
   return all;
 }
 

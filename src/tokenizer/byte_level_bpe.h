@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -55,18 +56,22 @@ class ByteLevelBpe {
   std::optional<TokenId> special_token(std::string_view text) const;
 
   // The ids of `text`. With `allow_special` the special tokens' text becomes their ids. Long
-  // texts are cut where a piece boundary is certain and encoded on `threads` threads; the ids do
-  // not depend on the number of threads.
+  // texts are shared out over `threads` threads in parts of 256 KiB: for GPT-2's pattern cut
+  // where a piece boundary is certain, for any pattern that never looks back (GPT-4's, Llama 3's)
+  // cut anywhere and joined where the parts' pieces meet; the ids do not depend on the number of
+  // threads. `on_bytes`, if given, hears how many bytes of `text` are encoded as the work goes on.
   std::vector<TokenId> encode(std::string_view text, bool allow_special = false,
-                              int threads = 1) const;
+                              int threads = 1,
+                              const std::function<void(size_t bytes_done)>& on_bytes = {}) const;
   // No special tokens, one thread: appends to `out`.
   void encode_ordinary(std::string_view text, std::vector<TokenId>& out) const;
   // The bytes of `ids`; an id outside the vocabulary is an error.
   std::string decode(std::span<const TokenId> ids) const;
 
   // Cuts `text` into stretches no pre-token crosses, each about `target_bytes` long (split before a
-  // newline that follows a printable ASCII character): what the threads share out. That holds
-  // for GPT-2's pattern; text for any other `pattern` stays whole (one thread).
+  // newline that follows a printable ASCII character): GPT-2's pattern's shares, and what the
+  // BPE trainer (which pre-tokenises as GPT-2) shares out. Text for any other `pattern` stays
+  // whole.
   static std::vector<std::string_view> cut_for_threads(std::string_view text, size_t target_bytes,
                                                        const std::string& pattern = kGpt2Pattern);
 
@@ -96,6 +101,12 @@ class ByteLevelBpe {
     int shift_ = 64;
   };
 
+  struct Share;  // one thread's part of a text (byte_level_bpe.cpp)
+  std::vector<size_t> share_starts(std::string_view stretch, size_t target_bytes) const;
+  void encode_share(Share& share) const;
+  size_t join(const Share& share, size_t position, std::vector<TokenId>& all) const;
+  // encode_piece through a per-thread cache of recent short pieces.
+  void encode_piece_cached(std::string_view piece, std::vector<TokenId>& out) const;
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
   void encode_long_piece(std::vector<TokenId>& symbols) const;
 

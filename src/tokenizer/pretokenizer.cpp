@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <string_view>
+
 #include "core/error.h"
 
 namespace folio {
@@ -33,6 +35,30 @@ size_t valid_character_length(const unsigned char* p, size_t size) {
   return length;
 }
 
+// Whether `pattern` names an assertion about the text before a match outside a character
+// class: ^, \A, \G, \b or \B. PCRE2 counts \b, \B and \A as look-behinds of one character
+// (PCRE2_INFO_MAXLOOKBEHIND), but not every build says so of ^ and \G: this reads the pattern
+// itself, erring on the side of "yes" (a class's closing bracket is taken at its first ']').
+bool names_a_start_assertion(const std::string& pattern) {
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\') {
+      if (i + 1 < pattern.size() && !in_class && std::string_view("AGbB").find(pattern[i + 1]) !=
+                                                     std::string_view::npos)
+        return true;
+      ++i;  // an escaped character is never a bracket or a caret
+    } else if (in_class) {
+      in_class = c != ']' || pattern[i - 1] == '[' || (pattern[i - 1] == '^' && pattern[i - 2] == '[');
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '^') {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 struct PreTokenizer::Compiled {
@@ -56,6 +82,10 @@ PreTokenizer::PreTokenizer(const std::string& pattern)
   }
   // Without JIT (some builds lack it) the interpreter gives the same matches, more slowly.
   compiled_->jit = pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE) == 0;
+  uint32_t look_behind = 1;
+  if (pcre2_pattern_info(compiled_->code, PCRE2_INFO_MAXLOOKBEHIND, &look_behind) != 0)
+    look_behind = 1;
+  starts_anywhere_ = look_behind == 0 && !names_a_start_assertion(pattern);
 }
 
 PreTokenizer::~PreTokenizer() = default;

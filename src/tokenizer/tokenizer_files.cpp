@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -195,11 +196,25 @@ BpeDefinition read_tokenizer_json_text(const std::string& text, const std::strin
 
 std::string tokenizer_json_text(const BpeDefinition& d) {
   using ordered = nlohmann::ordered_json;
+  // In id order; where two ids share a text (a special token spelled like a byte string), the
+  // entry stays where the first put it and takes the last id, as assigning by key does.
+  // ordered_json finds a key by a linear search, which made 50,257 assignments take over a
+  // second: the entries are appended to its vector, and a hash map finds a text's entry.
   ordered vocab = ordered::object();
+  auto& entries = static_cast<std::vector<std::pair<const std::string, ordered>>&>(
+      vocab.get_ref<ordered::object_t&>());
+  std::unordered_map<std::string, size_t> entry_of_text;
   std::vector<bool> special(d.tokens.size(), false);
   for (TokenId id : d.specials) special[id] = true;
-  for (TokenId id = 0; id < d.tokens.size(); ++id)
-    if (d.used[id]) vocab[special[id] ? d.tokens[id] : bytes_to_alphabet(d.tokens[id])] = id;
+  for (TokenId id = 0; id < d.tokens.size(); ++id) {
+    if (!d.used[id]) continue;
+    std::string text = special[id] ? d.tokens[id] : bytes_to_alphabet(d.tokens[id]);
+    const auto [found, added] = entry_of_text.emplace(text, entries.size());
+    if (added)
+      entries.emplace_back(std::move(text), id);
+    else
+      entries[found->second].second = id;
+  }
   ordered merges = ordered::array();
   for (const auto& [left, right] : d.merges)
     merges.push_back(bytes_to_alphabet(d.tokens[left]) + " " + bytes_to_alphabet(d.tokens[right]));
