@@ -4,6 +4,7 @@
 // copy of a BPE tokenizer, generation stopping at <|endoftext|>); a token folder's errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -74,6 +75,48 @@ void expect_same_batches(const TokenSequence& mapped, const TokenSequence& memor
               fill_consecutive_batch(from_memory, memory, first));
     ASSERT_EQ(from_files.inputs, from_memory.inputs) << "consecutive, window " << first;
     ASSERT_EQ(from_files.targets, from_memory.targets) << "consecutive, window " << first;
+  }
+}
+
+// sampling=epoch: each epoch visits every window exactly once, epochs and seeds shuffle
+// differently, and the order is far from the identity; at window counts around the network's
+// domain sizes (4, 16, 64, 4096: exactly 4^h, one more, one less) and a few odd ones.
+TEST(EpochSampler, EachEpochVisitsEveryWindowOnceInItsOwnOrder) {
+  const int T = 8;
+  for (uint64_t windows : {1, 2, 3, 4, 5, 15, 16, 17, 63, 64, 65, 1000, 4095, 4096, 4097}) {
+    SCOPED_TRACE(::testing::Message() << windows << " windows");
+    const std::vector<int32_t> ids(windows + T, 0);
+    const EpochSampler sampler(ids, T, 7), same_seed(ids, T, 7), other_seed(ids, T, 8);
+    ASSERT_EQ(sampler.windows_per_epoch(), windows);
+    std::vector<std::vector<uint64_t>> orders;
+    for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<uint64_t> order, seen(windows, 0);
+      for (uint64_t i = 0; i < windows; ++i) {
+        const uint64_t w = sampler.shuffle(epoch, i);
+        ASSERT_LT(w, windows);
+        ++seen[w];
+        order.push_back(w);
+        ASSERT_EQ(sampler.window_start(epoch * windows + i), w);
+        ASSERT_EQ(same_seed.shuffle(epoch, i), w);
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), int64_t(windows)) << "epoch " << epoch;
+      orders.push_back(order);
+    }
+    if (windows < 16) continue;
+    EXPECT_NE(orders[0], orders[1]);
+    EXPECT_NE(orders[1], orders[2]);
+    std::vector<uint64_t> other;
+    for (uint64_t i = 0; i < windows; ++i) other.push_back(other_seed.shuffle(0, i));
+    EXPECT_NE(other, orders[0]);
+    // Far from the identity: few windows in place, few runs of neighbours, as for a random
+    // permutation (about 1 and 1 expected).
+    int in_place = 0, neighbours = 0;
+    for (uint64_t i = 0; i < windows; ++i) {
+      in_place += orders[0][i] == i;
+      if (i > 0) neighbours += orders[0][i] == orders[0][i - 1] + 1;
+    }
+    EXPECT_LE(in_place, 8);
+    EXPECT_LE(neighbours, 8);
   }
 }
 
