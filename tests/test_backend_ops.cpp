@@ -168,13 +168,13 @@ struct AttentionCase {
 TEST_P(BackendOps, Attention) {
   // The CPU backend works in strips of 64 query rows: T = 70 and 130 end in a partial strip, 64
   // and 128 fill them exactly, T = 1 is one row; hs * H != any C, as in the tiny preset; heads of
-  // 10 (tiny) and 64 (GPT-2). tiny's own (T 16, heads of 10), T = 40 and T = 64 with heads of 4
-  // are products small enough for the CPU's register kernel (small_products.h), whose rows of C
-  // take one to four AVX-512 vectors (two to eight AVX2 ones) with a masked tail.
+  // 10 (tiny) and 64 (GPT-2). tiny's own (T 16, heads of 10), T = 24, 32 and 64 with heads of 4,
+  // 8 and 2 are products small enough for the CPU's register kernel (small_products.h), whose
+  // rows of C take one to four AVX-512 vectors (two to eight AVX2 ones), with or without a tail.
   for (const AttentionCase& c :
        {AttentionCase{2, 7, 3, 4, 0.0f}, AttentionCase{2, 7, 3, 4, 0.25f},
-        AttentionCase{2, 16, 3, 10, 0.2f}, AttentionCase{1, 40, 2, 8, 0.1f},
-        AttentionCase{1, 64, 1, 4, 0.0f},
+        AttentionCase{2, 16, 3, 10, 0.2f}, AttentionCase{2, 24, 2, 4, 0.2f},
+        AttentionCase{1, 32, 2, 8, 0.1f}, AttentionCase{1, 64, 1, 2, 0.0f},
         AttentionCase{1, 70, 2, 5, 0.0f}, AttentionCase{2, 70, 3, 10, 0.2f},
         AttentionCase{3, 1, 2, 8, 0.2f}, AttentionCase{1, 1, 1, 64, 0.0f},
         AttentionCase{1, 64, 2, 64, 0.2f}, AttentionCase{2, 128, 1, 10, 0.1f},

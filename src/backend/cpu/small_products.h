@@ -23,10 +23,11 @@ namespace small_products {
 constexpr int kMaxN = 64;  // columns of C: four AVX-512 registers (eight AVX2 ones) per row
 constexpr int kMaxK = 64;  // the depth of a transposed B kept on the stack
 // Up to here the call's overhead outweighs what a BLAS kernel gains; beyond, sgemm_serial. On a
-// Zen 4 core (AVX-512), one product after another: 16 x 16 x 10 in 0.14-0.16 us against
-// dnnl_sgemm's 0.35, 40 x 40 x 8 in 0.60 against 0.75, 32 x 16 x 32 in 0.63 against 0.65; at
-// 64 x 64 x 10 this kernel took 1.9 us against 1.5.
-constexpr long kMaxWork = 16 * 1024;
+// Zen 4 core, one product after another (oneDNN held to AVX2 for the AVX2 kernel): 16 x 16 x 10
+// in 0.16-0.17 us against dnnl_sgemm's 0.35 (AVX2: 0.17 against 0.24), 32 x 32 x 8 in 0.30
+// against 0.51 (AVX2: 0.35 against 0.40); at 32 x 32 x 16 dnnl_sgemm won with either (0.82
+// against 0.92 us, AVX2 0.56 against 0.81), much of that this kernel's copy of a transposed B.
+constexpr long kMaxWork = 8 * 1024;
 
 #if defined(__AVX512F__)
 constexpr int kVectorLanes = 16;
@@ -35,6 +36,8 @@ using Mask = __mmask16;
 inline Mask lanes_of(int columns_left) {
   return columns_left >= kVectorLanes ? Mask(0xFFFF) : Mask((1u << columns_left) - 1u);
 }
+inline Vector load(const float* x) { return _mm512_loadu_ps(x); }
+inline void store(float* x, Vector v) { _mm512_storeu_ps(x, v); }
 inline Vector load(const float* x, Mask m) { return _mm512_maskz_loadu_ps(m, x); }
 inline void store(float* x, Mask m, Vector v) { _mm512_mask_storeu_ps(x, m, v); }
 inline Vector zero() { return _mm512_setzero_ps(); }
@@ -49,8 +52,16 @@ inline Mask lanes_of(int columns_left) {
   const int n = std::min(columns_left, kVectorLanes);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+inline Vector load(const float* x) { return _mm256_loadu_ps(x); }
+inline void store(float* x, Vector v) { _mm256_storeu_ps(x, v); }
 inline Vector load(const float* x, Mask m) { return _mm256_maskload_ps(x, m); }
-inline void store(float* x, Mask m, Vector v) { _mm256_maskstore_ps(x, m, v); }
+// vmaskmovps's store is slow on AMD's cores (microcoded): the lanes go out through the stack.
+inline void store(float* x, Mask m, Vector v) {
+  alignas(32) float lanes[kVectorLanes];
+  _mm256_store_ps(lanes, v);
+  const int n = _mm_popcnt_u32(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m))));
+  for (int l = 0; l < n; ++l) x[l] = lanes[l];
+}
 inline Vector zero() { return _mm256_setzero_ps(); }
 inline Vector broadcast(float a) { return _mm256_set1_ps(a); }
 inline Vector multiply_add(Vector a, Vector b, Vector c) { return _mm256_fmadd_ps(a, b, c); }
@@ -58,15 +69,17 @@ inline Vector multiply(Vector a, Vector b) { return _mm256_mul_ps(a, b); }
 #endif
 
 #if defined(__AVX512F__) || defined(__AVX2__)
-// C = alpha op(A) B + beta C, B (K x N) with rows ldb apart; N <= kVectors * kVectorLanes. The
-// loops over a row's vectors are unrolled on request (without, GCC 12 kept a row of three or four
-// vectors on the stack: 2x slower), and op(A) is a template argument, out of the inner loop.
-template <int kVectors, bool kTransposeA>
+// C = alpha op(A) B + beta C, B (K x N) with rows ldb apart; N <= kVectors * kVectorLanes, the
+// last vector masked when kTail (N not a whole number of vectors). The loops over a row's
+// vectors are unrolled on request (without, GCC 12 kept a row of three or four vectors on the
+// stack: 2x slower), and op(A) is a template argument, out of the inner loop.
+template <int kVectors, bool kTransposeA, bool kTail>
 void rows_times_b(int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                   int ldb, float beta, float* C, int ldc) {
-  Mask masks[kVectors];
-#pragma GCC unroll 8
-  for (int v = 0; v < kVectors; ++v) masks[v] = lanes_of(N - v * kVectorLanes);
+  const Mask tail = lanes_of(N - (kVectors - 1) * kVectorLanes);
+  const auto load_lanes = [&](const float* x, int v) {
+    return kTail && v == kVectors - 1 ? load(x, tail) : load(x);
+  };
   for (int i = 0; i < M; ++i) {
     Vector sums[kVectors];
 #pragma GCC unroll 8
@@ -76,15 +89,18 @@ void rows_times_b(int M, int N, int K, float alpha, const float* A, int lda, con
       const float* b = B + size_t(k) * ldb;
 #pragma GCC unroll 8
       for (int v = 0; v < kVectors; ++v)
-        sums[v] = multiply_add(a, load(b + v * kVectorLanes, masks[v]), sums[v]);
+        sums[v] = multiply_add(a, load_lanes(b + v * kVectorLanes, v), sums[v]);
     }
     float* c = C + size_t(i) * ldc;
 #pragma GCC unroll 8
     for (int v = 0; v < kVectors; ++v) {
       Vector result = multiply(broadcast(alpha), sums[v]);
       if (beta != 0.0f)
-        result = multiply_add(broadcast(beta), load(c + v * kVectorLanes, masks[v]), result);
-      store(c + v * kVectorLanes, masks[v], result);
+        result = multiply_add(broadcast(beta), load_lanes(c + v * kVectorLanes, v), result);
+      if (kTail && v == kVectors - 1)
+        store(c + v * kVectorLanes, tail, result);
+      else
+        store(c + v * kVectorLanes, result);
     }
   }
 }
@@ -92,8 +108,13 @@ void rows_times_b(int M, int N, int K, float alpha, const float* A, int lda, con
 template <int kVectors>
 void rows_times_b(bool ta, int M, int N, int K, float alpha, const float* A, int lda,
                   const float* B, int ldb, float beta, float* C, int ldc) {
-  if (ta) return rows_times_b<kVectors, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  rows_times_b<kVectors, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const bool tail = N % kVectorLanes != 0;
+  if (ta && tail)
+    return rows_times_b<kVectors, true, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (ta) return rows_times_b<kVectors, true, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (tail)
+    return rows_times_b<kVectors, false, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  rows_times_b<kVectors, false, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 #endif
 
