@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Everything a GPU can check, in three calls of at most about 8 minutes each (the device tool's
-# limit is 10), on an H100/H200 machine with CUDA 13, cmake and PyTorch 2.x. It needs no Debian
-# -dev packages: run bench/gpu/prepare_gpu_carry.sh on the build machine first, so that .carry/
-# holds nlohmann-json, GoogleTest, cairo and tiny-Shakespeare, and carry .carry along.
+# Everything a GPU can check, in calls of at most about 8 minutes each (the device tool's limit
+# is 10), on an H100/H200 machine with CUDA 13, cmake and PyTorch 2.x. It needs no Debian -dev
+# packages: run bench/gpu/prepare_gpu_carry.sh on the build machine first, so that .carry/ holds
+# nlohmann-json, GoogleTest, cairo and tiny-Shakespeare, and carry .carry along.
+#
+# A session's device time is 15 minutes in all (2026-11-26), starts included: `tests` first (it
+# answers the most: correctness, and folio against PyTorch on the same GPU), then `full` at once
+# while the machine is warm, with FOLIO_GPU_BUDGET (seconds for the call, default 470) set to
+# what is left; `sanitize` when a later session has the time.
 #
 #   bench/gpu/gpu_check.sh tests      build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
 #                                     against the CPU reference, fp32 and bf16; the model against
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
-#                                     same GPU); folio bench with and without the graph, the ladder.
+#                                     same GPU); folio bench with and without the graph; the
+#                                     PyTorch 2.x peer beside it.
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); data parallelism on the GPU (NCCL with one
 #                                     rank, two ranks sharing it over Gloo, and MPI when built in).
 #   bench/gpu/gpu_check.sh full       the seed's two 5000-step runs (shakespeare_char, nanogpt_char)
-#                                     with their times and final losses; the PyTorch 2.x peer
-#                                     beside folio bench.
+#                                     with their times and final losses; the ladder.
 #
 # Each call builds first (a no-op when build-gpu/ is already built: a machine still warm from the
 # last call keeps it; a fresh one rebuilds, for sm_90 only unless FOLIO_CUDA_ARCHS says otherwise)
@@ -36,7 +41,8 @@ logs="$build/gpu_check_logs/$mode"  # tarred into $out at the end
 rm -rf "$logs"
 mkdir -p "$logs" "$out"
 export FOLIO_REQUIRE_GPU=1
-budget=470  # seconds for the whole call, the build included; steps are cut to what is left
+budget="${FOLIO_GPU_BUDGET:-470}"  # seconds for the whole call, the build included; steps are
+                                  # cut to what is left
 rows=()
 
 # step NAME SECONDS COMMAND...: runs COMMAND with a time limit (its own, or what is left of the
@@ -97,6 +103,16 @@ finish() {
   # Failed: any step not ok.
   printf '%s\n' "${rows[@]}" | grep -qv '| ok |' && exit 1
   exit 0
+}
+
+# The speed-up line under the table: folio bench's and the peer's ms/step of this call.
+compare_with_peer() {
+  local folio_ms torch_ms
+  folio_ms=$(field ms_per_step <"$logs/folio_bench.log" 2>/dev/null)
+  torch_ms=$(field ms_per_step <"$logs/torch_peer.log" 2>/dev/null)
+  if [ -n "$folio_ms" ] && [ -n "$torch_ms" ]; then
+    extra=$("$python" -c "f, t = $folio_ms, $torch_ms; print(f'shakespeare_char: folio {f:.2f} ms/step, PyTorch {t:.2f} ms/step: {t / f:.2f}x (targets: >= 3x, <= 4 ms/step)')")
+  fi
 }
 
 # ---- what is there, and what .carry stands in for ----------------------------------------------------
@@ -167,8 +183,9 @@ case "$mode" in
       --warmup 5
     step "folio bench, no graph" 60 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
-    step "ladder" 120 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
-      --warmup 3
+    step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
+      --steps 50 --warmup 15
+    compare_with_peer
     ;;
   sanitize)
     if [ -n "$sanitizer" ]; then
@@ -197,16 +214,9 @@ case "$mode" in
       --data "$data" --out_dir "$build/gpu_check_shakespeare_char" --sample_tokens 300
     step "train nanogpt_char" 180 "$folio" train --config nanogpt_char --device cuda \
       --data "$data" --out_dir "$build/gpu_check_nanogpt_char" --sample_tokens 300
-    step "folio bench" 30 "$folio" bench --config shakespeare_char --device cuda --steps 50 \
-      --warmup 5
-    step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
-      --steps 50 --warmup 15
-    folio_ms=$(field ms_per_step <"$logs/folio_bench.log" 2>/dev/null)
-    torch_ms=$(field ms_per_step <"$logs/torch_peer.log" 2>/dev/null)
+    step "ladder" 120 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
+      --warmup 3
     extra="targets: shakespeare_char val <= 1.60 (seed 1.5677), nanogpt_char val <= 1.48; a 5000-step seed run < 60 s"
-    if [ -n "$folio_ms" ] && [ -n "$torch_ms" ]; then
-      extra+=$'\n'$("$python" -c "f, t = $folio_ms, $torch_ms; print(f'shakespeare_char: folio {f:.2f} ms/step, PyTorch {t:.2f} ms/step: {t / f:.2f}x (targets: >= 3x, <= 4 ms/step)')")
-    fi
     ;;
 esac
 finish
