@@ -6,11 +6,14 @@
 #   scripts/sanitize.sh [CTEST_ARGS...]
 #
 # The PyTorch tests need the safetensors package that scripts/test.sh installs into
-# build/pydeps (FOLIO_BUILD_DIR); run that first, or this installs it there too.
+# build/pydeps (FOLIO_BUILD_DIR); run that first, or this installs it there too. The
+# transformers round trip reads build/pydeps-transformers, which only scripts/test.sh installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${FOLIO_ASAN_BUILD_DIR:-build-asan}"
 pydeps="$(realpath -m "${FOLIO_BUILD_DIR:-build}/pydeps")"
+# transformers 4.38 for hf_transformers_roundtrip: scripts/test.sh installs it beside pydeps.
+transformers_pydeps="$(realpath -m "${FOLIO_BUILD_DIR:-build}/pydeps-transformers")"
 if ! PYTHONPATH="$pydeps" /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check --target "$pydeps" safetensors
 fi
@@ -18,6 +21,7 @@ data="${FOLIO_TEST_DATA:-$(./scripts/fetch_data.sh)}"
 mkdir -p "$build_dir"
 if ! { cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_CUDA=OFF \
          -DFOLIO_SANITIZE=address,undefined -DFOLIO_PYDEPS="$pydeps" \
+         -DFOLIO_TRANSFORMERS_PYDEPS="$transformers_pydeps" \
          -DFOLIO_TEST_DATA="$(realpath "$data")" &&
        cmake --build "$build_dir" -j"$(nproc)"; } >"$build_dir/build.log" 2>&1; then
   tail -40 "$build_dir/build.log"
