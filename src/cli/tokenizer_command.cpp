@@ -12,6 +12,7 @@
 #include "io/whole_file.h"
 #include "progress/task_progress.h"
 #include "tokenizer/bpe_trainer.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer_files.h"
 
 namespace folio {
@@ -20,12 +21,14 @@ int tokenizer_command(Arguments& arguments) {
   const auto& positionals = arguments.positionals();
   if (arguments.take_flag("help") || positionals.empty()) {
     std::cout << "usage: folio tokenizer train --data FILE --vocab_size N --out tok.json "
-                 "[--threads N]\n\n"
+                 "[--pattern gpt2|cl100k|REGEX] [--threads N]\n\n"
                  "Learns a byte-level BPE from the text in FILE, as GPT-2's tokenizer was made "
                  "(GPT-2's\npre-tokenisation, the most frequent pair merged first), with N tokens: "
                  "256 bytes,\nN - 257 merges and <|endoftext|> (the last id). Writes it as a "
                  "tokenizer.json that Hugging\nFace tokenizers loads, and that folio tokenize and "
-                 "folio prepare take as --tokenizer.\n";
+                 "folio prepare take as --tokenizer.\n--pattern picks the pre-tokenisation: gpt2 "
+                 "(the default), cl100k (GPT-4's, also Llama 3's)\nor a regex of your own (PCRE2 "
+                 "syntax, Unicode properties).\n";
     return positionals.empty() ? 2 : 0;
   }
   if (positionals[0] != "train" || positionals.size() != 1)
@@ -36,7 +39,8 @@ int tokenizer_command(Arguments& arguments) {
   const std::optional<std::string> vocab_text = arguments.take("vocab_size");
   const std::optional<std::string> out = arguments.take("out");
   const std::optional<std::string> threads_text = arguments.take("threads");
-  arguments.finish("tokenizer train", {"data", "vocab_size", "out", "threads", "help"},
+  const std::string pattern_text = arguments.take("pattern").value_or("gpt2");
+  arguments.finish("tokenizer train", {"data", "vocab_size", "out", "threads", "pattern", "help"},
                    /*positionals_allowed=*/true);  // "train", checked above
   if (!data || !vocab_text || !out)
     throw UsageError("folio tokenizer train needs --data FILE --vocab_size N --out tok.json");
@@ -44,6 +48,11 @@ int tokenizer_command(Arguments& arguments) {
   const int threads =
       threads_text ? parse_int_option("threads", *threads_text, 1, 1024) : omp_get_max_threads();
 
+  const std::string pattern = pattern_text == "gpt2"     ? std::string(kGpt2Pattern)
+                              : pattern_text == "cl100k" ? std::string(kCl100kPattern)
+                                                         : pattern_text;
+  if (pattern.empty()) throw UsageError("--pattern is empty: give gpt2, cl100k or a regex");
+  PreTokenizer{pattern};  // a regex that does not compile is one error line, before any work
   const std::string text = read_whole_file(*data, "check the path (--data FILE)");
   if (text.empty()) throw Error(*data + " is empty: train on a text file with some text in it");
 
@@ -51,7 +60,7 @@ int tokenizer_command(Arguments& arguments) {
   TaskProgress progress("learning merges", 1, "", StatusLine::standard_error());
   const BpeDefinition tokenizer =
       train_byte_level_bpe(text, size_t(vocab_size), threads, &report,
-                           [&](double fraction) { progress.set_done(fraction); });
+                           [&](double fraction) { progress.set_done(fraction); }, pattern);
   progress.finish();
   const std::string json = tokenizer_json_text(tokenizer);
   write_whole_file(*out, json);

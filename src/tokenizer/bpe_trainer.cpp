@@ -23,18 +23,21 @@ uint64_t pair_key(TokenId left, TokenId right) {
 }
 
 // Step 1: the distinct pieces of `text` and how often each occurs (views into `text`).
-std::unordered_map<std::string_view, int64_t> count_words(std::string_view text, int threads) {
+std::unordered_map<std::string_view, int64_t> count_words(std::string_view text, int threads,
+                                                          const std::string& pattern) {
   std::vector<std::string_view> stretches;
+  const auto add_document = [&](std::string_view document) {
+    for (auto cut : ByteLevelBpe::cut_for_threads(document, 1 << 20, pattern))
+      stretches.push_back(cut);
+  };
   size_t start = 0;
   for (size_t at; (at = text.find(kEndOfText, start)) != std::string_view::npos;) {
-    for (auto cut : ByteLevelBpe::cut_for_threads(text.substr(start, at - start), 1 << 20))
-      stretches.push_back(cut);
+    add_document(text.substr(start, at - start));
     start = at + std::string_view(kEndOfText).size();
   }
-  for (auto cut : ByteLevelBpe::cut_for_threads(text.substr(start), 1 << 20))
-    stretches.push_back(cut);
+  add_document(text.substr(start));
 
-  const PreTokenizer pretokenizer;
+  const PreTokenizer pretokenizer(pattern);
   std::vector<std::unordered_map<std::string_view, int64_t>> partial(std::max(1, threads));
 #pragma omp parallel num_threads(std::max(1, threads))
   {
@@ -63,7 +66,8 @@ struct Candidate {
 
 BpeDefinition train_byte_level_bpe(std::string_view text, size_t vocab_size, int threads,
                                    BpeTrainingReport* report,
-                                   const std::function<void(double)>& on_progress) {
+                                   const std::function<void(double)>& on_progress,
+                                   const std::string& pattern) {
   if (vocab_size < 257)
     throw Error("--vocab_size " + std::to_string(vocab_size) +
                 " is too small: a byte-level BPE has 256 byte tokens and <|endoftext|>, so at "
@@ -72,11 +76,12 @@ BpeDefinition train_byte_level_bpe(std::string_view text, size_t vocab_size, int
   BpeTrainingReport& r = report ? *report : local_report;
 
   const auto count_start = Clock::now();
-  const auto word_counts = count_words(text, threads);
+  const auto word_counts = count_words(text, threads, pattern);
   r.words = word_counts.size();
 
   BpeDefinition d;
   d.source = "the trained tokenizer";
+  d.pattern = pattern;
   d.tokens.resize(256);
   const std::array<TokenId, 256> byte_id = gpt2_byte_order();
   for (int b = 0; b < 256; ++b) d.tokens[byte_id[b]] = std::string(1, char(b));

@@ -1,7 +1,8 @@
 // Training a byte-level BPE on your text, as GPT-2's tokenizer was made and as HF tokenizers'
 // BpeTrainer does it:
-//   1. the text is pre-tokenised with GPT-2's pattern and the distinct pieces ("words") are
-//      counted (in parallel; `<|endoftext|>` in the text only separates documents);
+//   1. the text is pre-tokenised with GPT-2's pattern (or another, such as GPT-4's) and the
+//      distinct pieces ("words") are counted (in parallel for GPT-2's pattern; for another, each
+//      document on a thread of its own; `<|endoftext|>` in the text only separates documents);
 //   2. every word starts as its bytes; the 256 byte tokens take GPT-2's ids;
 //   3. repeatedly the adjacent pair with the highest count over all words (weighted by the
 //      word's count; of equal counts the pair of smaller ids) becomes a new token, until the
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <string_view>
 
 #include "tokenizer/byte_level_bpe.h"
@@ -27,8 +29,10 @@ struct BpeTrainingReport {
 };
 
 // `on_progress(fraction)` is called now and then (from one thread).
+// The tokenizer pre-tokenises with `pattern`.
 BpeDefinition train_byte_level_bpe(std::string_view text, size_t vocab_size, int threads,
                                    BpeTrainingReport* report = nullptr,
-                                   const std::function<void(double)>& on_progress = {});
+                                   const std::function<void(double)>& on_progress = {},
+                                   const std::string& pattern = kGpt2Pattern);
 
 }  // namespace folio

@@ -26,6 +26,12 @@ namespace folio {
 
 inline constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// GPT-4's (tiktoken's cl100k_base; Llama 3 uses it too): case-insensitive contractions, a word
+// with one leading non-letter, numbers in runs of at most three digits, punctuation with the
+// newlines after it.
+inline constexpr const char* kCl100kPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 class PreTokenizer {
  public:

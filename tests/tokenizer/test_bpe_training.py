@@ -69,12 +69,47 @@ if ours != theirs:
                     f"difference at merge {first}: {ours[first:first + 1]} vs "
                     f"{theirs[first:first + 1]}")
 
+# 2b. With GPT-4's pre-tokenisation (--pattern cl100k): the merges HF's BpeTrainer learns behind
+# the same Split + ByteLevel pre-tokenizer, and a tokenizer.json in that layout which HF encodes
+# with as folio does.
+split_out = os.path.join(work, "tok_cl100k.json")
+result = subprocess.run([folio, "tokenizer", "train", "--data", data, "--vocab_size", str(VOCAB),
+                         "--pattern", "cl100k", "--out", split_out], capture_output=True, text=True)
+if result.returncode != 0:
+    sys.exit(f"folio tokenizer train --pattern cl100k failed: {result.stderr}")
+from tokenizers import Regex  # noqa: E402
+split_tokenizer = Tokenizer(models.BPE())
+split_tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(ref.CL100K_PATTERN), behavior="isolated"),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+split_tokenizer.decoder = decoders.ByteLevel()
+# The text as one sequence (train([file]) reads a file line by line, and cl100k's pattern keeps
+# a run of newlines in one piece, which lines would cut).
+split_tokenizer.train_from_iterator([shakespeare], trainers.BpeTrainer(
+    vocab_size=VOCAB - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+theirs = [m if isinstance(m, str) else " ".join(m)
+          for m in json.loads(split_tokenizer.to_str())["model"]["merges"]]
+with open(split_out, encoding="utf-8") as f:
+    ours_split = json.load(f)["model"]["merges"]
+if ours_split != theirs:
+    first = next((i for i, (a, b) in enumerate(zip(ours_split, theirs)) if a != b),
+                 min(len(ours_split), len(theirs)))
+    failures.append(f"--pattern cl100k: merges differ from HF's BpeTrainer at merge {first}: "
+                    f"{ours_split[first:first + 1]} vs {theirs[first:first + 1]}")
+if ours_split == ours:
+    failures.append("--pattern cl100k learnt GPT-2's merges: the pattern was not used")
+got = json.loads(subprocess.run([folio, "tokenize", "--tokenizer", split_out, "--data", path],
+                                capture_output=True, check=True).stdout)
+if got != Tokenizer.from_file(split_out).encode(ref.END_OF_TEXT.join(texts)).ids:
+    failures.append("--pattern cl100k: HF and folio encode differently with the trained tokenizer")
+
 # 3. Bad requests.
 for args, words in ((["--vocab_size", "100"], "257"),
                     (["--vocab_size", "lots"], "vocab_size"),
-                    (["--data", os.path.join(work, "absent.txt")], "cannot read")):
+                    (["--data", os.path.join(work, "absent.txt")], "cannot read"),
+                    (["--pattern", "(unclosed"], "does not compile")):
     command = [folio, "tokenizer", "train", "--data", data, "--vocab_size", "300", "--out",
-               os.path.join(work, "bad.json")]
+               os.path.join(work, "bad.json"), "--pattern", "gpt2"]
     for k in range(0, len(args), 2):
         command[command.index(args[k]) + 1] = args[k + 1]
     bad = subprocess.run(command, capture_output=True, text=True)
@@ -86,4 +121,4 @@ if failures:
     print("\n".join(failures))
     sys.exit(1)
 print(f"trained {VOCAB} tokens: HF loads them and encodes {len(expected)} ids as folio does; "
-      "merges equal to HF's BpeTrainer")
+      "merges equal to HF's BpeTrainer, with GPT-2's pre-tokenisation and with cl100k's")
