@@ -58,16 +58,24 @@ tokenizer.decoder = decoders.ByteLevel()
 trainer = trainers.BpeTrainer(vocab_size=VOCAB - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                               show_progress=False)
 tokenizer.train([data], trainer)
-theirs = json.loads(tokenizer.to_str())["model"]["merges"]
-theirs = [m if isinstance(m, str) else " ".join(m) for m in theirs]
-with open(out, encoding="utf-8") as f:
-    ours = json.load(f)["model"]["merges"]
-if ours != theirs:
-    first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b),
-                 min(len(ours), len(theirs)))
-    failures.append(f"merges differ from HF's BpeTrainer: {len(ours)} vs {len(theirs)}, first "
-                    f"difference at merge {first}: {ours[first:first + 1]} vs "
-                    f"{theirs[first:first + 1]}")
+
+
+def compare_merges(what, tokenizer_json, hf_tokenizer):
+    """The merges of folio's tokenizer.json against those HF's trainer put in hf_tokenizer."""
+    theirs = [m if isinstance(m, str) else " ".join(m)
+              for m in json.loads(hf_tokenizer.to_str())["model"]["merges"]]
+    with open(tokenizer_json, encoding="utf-8") as f:
+        ours = json.load(f)["model"]["merges"]
+    if ours != theirs:
+        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b),
+                     min(len(ours), len(theirs)))
+        failures.append(f"{what}: merges differ from HF's BpeTrainer: {len(ours)} vs "
+                        f"{len(theirs)}, first difference at merge {first}: "
+                        f"{ours[first:first + 1]} vs {theirs[first:first + 1]}")
+    return ours
+
+
+ours = compare_merges("GPT-2's pattern", out, tokenizer)
 
 # 2b. With GPT-4's pre-tokenisation (--pattern cl100k): the merges HF's BpeTrainer learns behind
 # the same Split + ByteLevel pre-tokenizer, and a tokenizer.json in that layout which HF encodes
@@ -87,16 +95,7 @@ split_tokenizer.decoder = decoders.ByteLevel()
 # a run of newlines in one piece, which lines would cut).
 split_tokenizer.train_from_iterator([shakespeare], trainers.BpeTrainer(
     vocab_size=VOCAB - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-theirs = [m if isinstance(m, str) else " ".join(m)
-          for m in json.loads(split_tokenizer.to_str())["model"]["merges"]]
-with open(split_out, encoding="utf-8") as f:
-    ours_split = json.load(f)["model"]["merges"]
-if ours_split != theirs:
-    first = next((i for i, (a, b) in enumerate(zip(ours_split, theirs)) if a != b),
-                 min(len(ours_split), len(theirs)))
-    failures.append(f"--pattern cl100k: merges differ from HF's BpeTrainer at merge {first}: "
-                    f"{ours_split[first:first + 1]} vs {theirs[first:first + 1]}")
-if ours_split == ours:
+if compare_merges("--pattern cl100k", split_out, split_tokenizer) == ours:
     failures.append("--pattern cl100k learnt GPT-2's merges: the pattern was not used")
 got = json.loads(subprocess.run([folio, "tokenize", "--tokenizer", split_out, "--data", path],
                                 capture_output=True, check=True).stdout)
