@@ -1,9 +1,10 @@
 // Matrix products too small for a BLAS call to pay: attention's per-(sample, head) products at
 // short blocks (`tiny`, `seed004`: T = 16, heads of 10, so 16 x 16 x 10 = 2,560 multiply-adds).
-// dnnl_sgemm spends about a microsecond on its own bookkeeping for each such call (choosing and
-// looking up a kernel, packing), some 20 times the arithmetic; `tiny`'s attention makes 14 of
-// them per (sample, head) and layer. Here each row of C stays in at most four vector registers
-// over the whole reduction: one broadcast of A and one (masked) load of a row of B per step.
+// dnnl_sgemm took 0.35 us for such a call on a Zen 4 core, mostly its own bookkeeping (choosing
+// and looking up a kernel, packing): the 160 vector multiply-adds themselves take a few dozen
+// nanoseconds. `tiny`'s attention makes 7 such products per (sample, head) and layer. Here each
+// row of C stays in at most four AVX-512 (eight AVX2) registers over the whole reduction: one
+// broadcast of A and one load of a row of B per step.
 //
 // The same products as sgemm_serial (row-major, C = alpha op(A) op(B) + beta C); only the order
 // in which each element's K terms are added differs, as between any two BLAS kernels.
