@@ -2,9 +2,9 @@
 // short blocks (`tiny`, `seed004`: T = 16, heads of 10, so 16 x 16 x 10 = 2,560 multiply-adds).
 // dnnl_sgemm took 0.35 us for such a call on a Zen 4 core, mostly its own bookkeeping (choosing
 // and looking up a kernel, packing): the 160 vector multiply-adds themselves take a few dozen
-// nanoseconds. `tiny`'s attention makes 7 such products per (sample, head) and layer. Here each
-// row of C stays in at most four AVX-512 (eight AVX2) registers over the whole reduction: one
-// broadcast of A and one load of a row of B per step.
+// nanoseconds. `tiny`'s attention makes 7 such products per (sample, head) and layer. Here a
+// block of rows of C stays in registers (each row in at most four AVX-512 or eight AVX2 vectors)
+// over the whole reduction: one load of a row of B per step for all the block's rows.
 //
 // The same products as sgemm_serial (row-major, C = alpha op(A) op(B) + beta C); only the order
 // in which each element's K terms are added differs, as between any two BLAS kernels.
@@ -25,9 +25,9 @@ constexpr int kMaxN = 64;  // columns of C: four AVX-512 registers (eight AVX2 o
 constexpr int kMaxK = 64;  // the depth of a transposed B kept on the stack
 // Up to here the call's overhead outweighs what a BLAS kernel gains; beyond, sgemm_serial. On a
 // Zen 4 core, one product after another (oneDNN held to AVX2 for the AVX2 kernel): 16 x 16 x 10
-// in 0.16-0.17 us against dnnl_sgemm's 0.35 (AVX2: 0.17 against 0.24), 32 x 32 x 8 in 0.30
-// against 0.51 (AVX2: 0.35 against 0.40); at 32 x 32 x 16 dnnl_sgemm won with either (0.82
-// against 0.92 us, AVX2 0.56 against 0.81), much of that this kernel's copy of a transposed B.
+// in 0.11-0.12 us against dnnl_sgemm's 0.35 (AVX2: 0.12-0.15 against 0.24-0.33), 32 x 32 x 8 in
+// 0.26 against 0.54 (AVX2: 0.38 against 0.40); at 32 x 32 x 16 the two tie (0.79 us; AVX2 0.56),
+// this kernel paying for its copy of a transposed B.
 constexpr long kMaxWork = 8 * 1024;
 
 #if defined(__AVX512F__)
@@ -70,32 +70,43 @@ inline Vector multiply(Vector a, Vector b) { return _mm256_mul_ps(a, b); }
 #endif
 
 #if defined(__AVX512F__) || defined(__AVX2__)
-// C = alpha op(A) B + beta C, B (K x N) with rows ldb apart; N <= kVectors * kVectorLanes, the
-// last vector masked when kTail (N not a whole number of vectors). The loops over a row's
-// vectors are unrolled on request (without, GCC 12 kept a row of three or four vectors on the
-// stack: 2x slower), and op(A) is a template argument, out of the inner loop.
-template <int kVectors, bool kTransposeA, bool kTail>
-void rows_times_b(int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                  int ldb, float beta, float* C, int ldc) {
+// Rows i0 .. i0 + kRows - 1 of C = alpha op(A) B + beta C, B (K x N) with rows ldb apart; N <=
+// kVectors * kVectorLanes, the last vector masked when kTail (N not a whole number of vectors).
+// kRows rows at once: each step of k loads B's row once for all of them, and the kRows x
+// kVectors sums are independent chains (one row alone waits on its multiply-adds' latency).
+// The loops are unrolled on request (without, GCC 12 kept the sums on the stack), and op(A) is
+// a template argument, out of the inner loop.
+template <int kVectors, int kRows, bool kTransposeA, bool kTail>
+inline void row_block(int i0, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc) {
   const Mask tail = lanes_of(N - (kVectors - 1) * kVectorLanes);
   const auto load_lanes = [&](const float* x, int v) {
     return kTail && v == kVectors - 1 ? load(x, tail) : load(x);
   };
-  for (int i = 0; i < M; ++i) {
-    Vector sums[kVectors];
-#pragma GCC unroll 8
-    for (int v = 0; v < kVectors; ++v) sums[v] = zero();
-    for (int k = 0; k < K; ++k) {
+  Vector sums[kRows][kVectors];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < kVectors; ++v) sums[r][v] = zero();
+  for (int k = 0; k < K; ++k) {
+    const float* b = B + size_t(k) * ldb;
+    Vector b_row[kVectors];
+#pragma GCC unroll 16
+    for (int v = 0; v < kVectors; ++v) b_row[v] = load_lanes(b + v * kVectorLanes, v);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const int i = i0 + r;
       const Vector a = broadcast(kTransposeA ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k]);
-      const float* b = B + size_t(k) * ldb;
-#pragma GCC unroll 8
-      for (int v = 0; v < kVectors; ++v)
-        sums[v] = multiply_add(a, load_lanes(b + v * kVectorLanes, v), sums[v]);
+#pragma GCC unroll 16
+      for (int v = 0; v < kVectors; ++v) sums[r][v] = multiply_add(a, b_row[v], sums[r][v]);
     }
-    float* c = C + size_t(i) * ldc;
-#pragma GCC unroll 8
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    float* c = C + size_t(i0 + r) * ldc;
+#pragma GCC unroll 16
     for (int v = 0; v < kVectors; ++v) {
-      Vector result = multiply(broadcast(alpha), sums[v]);
+      Vector result = multiply(broadcast(alpha), sums[r][v]);
       if (beta != 0.0f)
         result = multiply_add(broadcast(beta), load_lanes(c + v * kVectorLanes, v), result);
       if (kTail && v == kVectors - 1)
@@ -104,6 +115,18 @@ void rows_times_b(int M, int N, int K, float alpha, const float* A, int lda, con
         store(c + v * kVectorLanes, result);
     }
   }
+}
+
+// All M rows: blocks of as many rows as keep about eight sums in registers, then one at a time.
+template <int kVectors, bool kTransposeA, bool kTail>
+void rows_times_b(int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                  int ldb, float beta, float* C, int ldc) {
+  constexpr int kRows = kVectors >= 8 ? 1 : 8 / kVectors;
+  int i = 0;
+  for (; i + kRows <= M; i += kRows)
+    row_block<kVectors, kRows, kTransposeA, kTail>(i, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  for (; i < M; ++i)
+    row_block<kVectors, 1, kTransposeA, kTail>(i, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <int kVectors>
