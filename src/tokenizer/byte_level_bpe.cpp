@@ -412,7 +412,10 @@ std::vector<TokenId> ByteLevelBpe::encode(std::string_view text, bool allow_spec
     for (size_t k = first; k < last; ++k) encode_share(shares[k]);
     for (size_t k = first; k < last; ++k) {
       if (shares[k].from == 0) position = 0;  // a new stretch
-      if (shares.size() == 1) return std::move(shares[k].ids);
+      if (shares.size() == 1) {  // nothing to join: the share's ids are the text's
+        if (on_bytes) on_bytes(text.size());
+        return std::move(shares[k].ids);
+      }
       position = join(shares[k], position, all);
       shares[k] = Share{};
     }

@@ -44,12 +44,15 @@ bool names_a_start_assertion(const std::string& pattern) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\') {
-      if (i + 1 < pattern.size() && !in_class && std::string_view("AGbB").find(pattern[i + 1]) !=
-                                                     std::string_view::npos)
-        return true;
+      const bool asserts = i + 1 < pattern.size() &&
+                           std::string_view("AGbB").find(pattern[i + 1]) != std::string_view::npos;
+      if (asserts && !in_class) return true;
       ++i;  // an escaped character is never a bracket or a caret
     } else if (in_class) {
-      in_class = c != ']' || pattern[i - 1] == '[' || (pattern[i - 1] == '^' && pattern[i - 2] == '[');
+      // A ']' right after '[' or '[^' is a member, not the end.
+      const bool first_member =
+          pattern[i - 1] == '[' || (pattern[i - 1] == '^' && pattern[i - 2] == '[');
+      in_class = c != ']' || first_member;
     } else if (c == '[') {
       in_class = true;
     } else if (c == '^') {
