@@ -96,7 +96,7 @@ class FusedGPT(nn.Module):
 
     def forward(self, idx, targets):
         B, T = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         logits = self.lm_head(self.ln_f(self.blocks(x)))
         return logits, F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
 

@@ -19,6 +19,11 @@
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); data parallelism on the GPU (NCCL with one
 #                                     rank, two ranks sharing it over Gloo, and MPI when built in).
+#   bench/gpu/gpu_check.sh quick      the re-check of one change in a lease's last minutes: builds
+#                                     folio and folio_gpu_tests only; the GPU tests that match
+#                                     FOLIO_GPU_FILTER (a gtest filter, default all), folio bench
+#                                     with --profile, the PyTorch 2.x peer, then 50 training steps
+#                                     CPU against GPU if the budget leaves time.
 #   bench/gpu/gpu_check.sh full       the seed's two 5000-step runs (shakespeare_char, nanogpt_char)
 #                                     with their times and final losses; the ladder.
 #
@@ -31,8 +36,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 mode="${1:-tests}"
 case "$mode" in
-  tests | sanitize | full) ;;
-  *) echo "usage: bench/gpu/gpu_check.sh tests|sanitize|full" >&2; exit 2 ;;
+  tests | sanitize | quick | full) ;;
+  *) echo "usage: bench/gpu/gpu_check.sh tests|sanitize|quick|full" >&2; exit 2 ;;
 esac
 root="$PWD"
 build="$root/build-gpu"
@@ -74,11 +79,13 @@ summary() {
   local log="$2"
   case "$1" in
     "gpu tests")
+      [ "$mode" = quick ] && { grep -E "^\[  (PASSED|FAILED)  \]" "$log" | tr '\n' ' '; return; }
       printf '%s; %s skipped' "$(grep -E "tests passed|tests failed" "$log" | tail -n 1)" \
         "$(grep -c '(Skipped)' "$log")" ;;
-    "folio bench" | "folio bench, no graph" | "torch peer")
+    "folio bench" | "folio bench, no graph" | "folio bench profile" | "torch peer")
       printf '%s ms/step, %s tokens/s' "$(field ms_per_step <"$log")" "$(field tokens_per_s <"$log")" ;;
     sanitize*) grep -E "ERROR SUMMARY" "$log" | tail -n 1 ;;
+    "train cpu against cuda") grep -oE '"config": "[a-z_]+", "steps": [0-9]+, "status": "[A-Z a-z]+", "worst_relative_difference": [0-9.e-]+' "$log" | tr '\n' ' ' ;;
     train*) grep -E "^step [0-9]+: train loss" "$log" | tail -n 1 ;;
     distributed*) grep -E "^FAIL|left out" "$log" | head -n 2 | tr '\n' ' ' ;;
     *) : ;;
@@ -170,18 +177,27 @@ cat "$logs/environment.log" >&2
 step "configure" 120 cmake -S . -B "$build" "${cmake_flags[@]}"
 # What the build has: NCCL and MPI found or not (a missing one leaves its paths out, said here).
 grep -E "folio: (CUDA|MPI|NCCL)" "$logs/configure.log" >>"$logs/environment.log"
-step "build" 400 cmake --build "$build" -j"$(nproc)"
-if [ ! -x "$folio" ] || [ ! -x "$gpu_tests" ]; then
+# Only what this mode runs (the CPU-only tools and tests would double the build on a fresh machine):
+# folio, and for `tests`/`sanitize` the executables that hold GPU-labelled tests.
+targets=(folio)
+[ "$mode" = quick ] && targets+=(folio_gpu_tests)
+if [ "$mode" = tests ] || [ "$mode" = sanitize ]; then
+  targets+=(folio_unit_tests folio_gpu_tests folio_torch_dump)
+  cmake --build "$build" --target help 2>/dev/null | grep -q folio_distributed_tests &&
+    targets+=(folio_distributed_tests)
+fi
+step "build" 400 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+if [ ! -x "$folio" ] || { [ "$mode" != full ] && [ ! -x "$gpu_tests" ]; }; then
   finish
 fi
 
 case "$mode" in
   tests)
-    step "gpu tests" 300 ctest --test-dir "$build" -L gpu --no-tests=error -j 4 \
-      --output-on-failure --timeout 240
-    step "folio bench" 60 "$folio" bench --config shakespeare_char --device cuda --steps 50 \
+    step "gpu tests" 240 ctest --test-dir "$build" -L gpu --no-tests=error -j 4 \
+      --output-on-failure --timeout 200
+    step "folio bench" 30 "$folio" bench --config shakespeare_char --device cuda --steps 50 \
       --warmup 5
-    step "folio bench, no graph" 60 "$folio" bench --config shakespeare_char --device cuda \
+    step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
     step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
       --steps 50 --warmup 15
@@ -207,6 +223,18 @@ case "$mode" in
     fi
     step "distributed on the GPU" 120 "$python" tests/gpu/compare_distributed.py "$folio" "$data" \
       "$build/gpu_check_distributed"
+    ;;
+  quick)
+    step "gpu tests" 120 "$gpu_tests" --gtest_filter="${FOLIO_GPU_FILTER:-*}"
+    step "folio bench" 30 "$folio" bench --config shakespeare_char --device cuda --steps 50 \
+      --warmup 5
+    step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
+      --steps 20 --warmup 3 --profile --graph=false
+    step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
+      --steps 50 --warmup 15
+    compare_with_peer
+    step "train cpu against cuda" 120 "$python" tests/gpu/compare_training.py "$folio" "$data" \
+      "$build/gpu_check_training"
     ;;
   full)
     # The seed's runs as the README states them: 5000 steps each, evaluations included.

@@ -19,15 +19,25 @@ mkdir -p "$carry/cairo/include" "$carry/cairo/lib"
 cp -r /usr/include/nlohmann "$carry/nlohmann"
 cp -r /usr/src/googletest "$carry/googletest"
 
-# cairo and the libraries it loads, but not the C library's own (the GPU machine has those).
+# copy_needed LIBRARY DIR: the shared libraries LIBRARY loads, into DIR, but not the C and C++
+# runtimes' own (the GPU machine has those, newer). The linker finds them there through
+# LD_LIBRARY_PATH, which gpu_check.sh points at DIR.
+copy_needed() {
+  ldd "$1" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    case "$name" in
+      libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libstdc++.so* | \
+        libgcc_s.so*) continue ;;
+    esac
+    cp -L "$path" "$2/$name"
+  done
+}
+
+# cairo and the libraries it loads.
 cp /usr/include/cairo/*.h "$carry/cairo/include/"
 cairo=$(readlink -f /usr/lib/x86_64-linux-gnu/libcairo.so.2)
 cp "$cairo" "$carry/cairo/lib/libcairo.so.2"
 ln -s libcairo.so.2 "$carry/cairo/lib/libcairo.so"
-ldd "$cairo" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
-  case "$name" in libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux*) continue ;; esac
-  cp -L "$path" "$carry/cairo/lib/$name"
-done
+copy_needed "$cairo" "$carry/cairo/lib"
 cat > "$carry/cairo/cairo.cmake" <<'CMAKE'
 # Stands in for pkg-config's cairo (CMAKE_PROJECT_folio_INCLUDE, set by bench/gpu/gpu_check.sh) on a
 # machine without libcairo2-dev: the headers and libraries bench/gpu/prepare_gpu_carry.sh copied.
@@ -54,8 +64,11 @@ ln -s libcrypto.so.3 "$carry/openssl/lib/libcrypto.so"
 if [ -d /usr/include/gloo ]; then
   cp -r /usr/include/gloo "$carry/gloo/include/"
   gloo=$(ls /usr/lib/libgloo.so.* 2>/dev/null | head -1)
-  [ -n "$gloo" ] && cp -L "$gloo" "$carry/gloo/lib/$(basename "$gloo")" &&
+  if [ -n "$gloo" ]; then
+    cp -L "$gloo" "$carry/gloo/lib/$(basename "$gloo")"
     ln -s "$(basename "$gloo")" "$carry/gloo/lib/libgloo.so"
+    copy_needed "$gloo" "$carry/gloo/lib"  # hiredis, ibverbs and netlink
+  fi
 fi
 cat >> "$carry/cairo/cairo.cmake" <<'CMAKE'
 # PCRE2 likewise.
