@@ -218,8 +218,11 @@ TEST_F(CudaOps, TensorCoreAttentionRecomputesOnlyTheRowsAfterQStart) {
 
 TEST_F(CudaOps, FusedResidualAddAndLayerNormMatchTheTwoOps) {
   auto backend = cuda_backend("fp32");
-  for (float p : {0.0f, 0.2f}) {
-    const int B = 3, T = 5, C = 53, N = B * T;  // C not a multiple of 4: partial channel groups
+  // C = 53 is not a multiple of 4 (partial channel groups, the loop kernels); 384 is
+  // shakespeare_char's width (rows in registers, three groups of four a lane).
+  for (const auto& [C, p] : {std::pair{53, 0.0f}, {53, 0.2f}, {384, 0.0f}, {384, 0.2f}}) {
+    SCOPED_TRACE(C);
+    const int B = 3, T = 5, N = B * T;
     const size_t per_sample = size_t(T) * C;
     const DropoutSpec dropout =
         p > 0 ? dropout_spec(p, 99, 4, 1, DropoutSite::kAttentionOutput, 2) : no_dropout();

@@ -2,6 +2,9 @@
 // GELU with the exact erf, as torch.nn.GELU(), or GELU in its tanh form (GPT-2's gelu_new).
 // Element-wise; the output (or input gradient) is written in bf16 too when a matrix product reads
 // it that way. Nothing is saved: the backward pass reads the input the model keeps.
+#include <cstdint>
+#include <initializer_list>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernel_helpers.cuh"
 
@@ -73,6 +76,50 @@ __global__ void activation_backward_kernel(float* dinp, cuda::bf16* dinp_bf16, c
   }
 }
 
+// The same, four elements a step: one 16-byte load per array where the loops above make one of 4
+// bytes, so that a thread has four times the bytes in flight while it waits on memory (these
+// kernels only move data). For n a multiple of 4 and 16-byte aligned arrays (vectorizable()).
+__device__ __forceinline__ void store_bf16_quad(cuda::bf16* out, float4 v) {
+  auto* pair = reinterpret_cast<__nv_bfloat162*>(out);
+  pair[0] = __floats2bfloat162_rn(v.x, v.y);
+  pair[1] = __floats2bfloat162_rn(v.z, v.w);
+}
+
+__global__ void activation_forward_quads_kernel(float4* out, cuda::bf16* out_bf16,
+                                                const float4* inp, size_t quads,
+                                                Activation kind) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < quads;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const float4 x = inp[i];
+    const float4 y = make_float4(activate(x.x, kind), activate(x.y, kind), activate(x.z, kind),
+                                 activate(x.w, kind));
+    out[i] = y;
+    if (out_bf16) store_bf16_quad(out_bf16 + 4 * i, y);
+  }
+}
+
+__global__ void activation_backward_quads_kernel(float4* dinp, cuda::bf16* dinp_bf16,
+                                                 const float4* dout, const float4* inp,
+                                                 size_t quads, Activation kind) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < quads;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const float4 d = dout[i], x = inp[i];
+    const float4 g = make_float4(d.x * activation_derivative(x.x, kind),
+                                 d.y * activation_derivative(x.y, kind),
+                                 d.z * activation_derivative(x.z, kind),
+                                 d.w * activation_derivative(x.w, kind));
+    dinp[i] = g;
+    if (dinp_bf16) store_bf16_quad(dinp_bf16 + 4 * i, g);
+  }
+}
+
+bool vectorizable(size_t n, std::initializer_list<const void*> pointers) {
+  if (n % 4 != 0) return false;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 unsigned grid_for(size_t n, int sm_count) {
   return std::min(cuda::blocks_for(n, cuda::kBlockThreads), 16u * sm_count);
 }
@@ -82,8 +129,15 @@ unsigned grid_for(size_t n, int sm_count) {
 void CudaBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind) {
   if (n == 0) return;
   cuda::bf16* out_bf16 = bf16_output(out, n);
-  activation_forward_kernel<<<grid_for(n, sm_count_), cuda::kBlockThreads, 0, stream_>>>(
-      out, out_bf16, inp, n, kind);
+  if (vectorizable(n, {out, out_bf16, inp})) {
+    activation_forward_quads_kernel<<<grid_for(n / 4, sm_count_), cuda::kBlockThreads, 0,
+                                      stream_>>>(reinterpret_cast<float4*>(out), out_bf16,
+                                                 reinterpret_cast<const float4*>(inp), n / 4,
+                                                 kind);
+  } else {
+    activation_forward_kernel<<<grid_for(n, sm_count_), cuda::kBlockThreads, 0, stream_>>>(
+        out, out_bf16, inp, n, kind);
+  }
   check_launch("activation_forward");
 }
 
@@ -91,8 +145,15 @@ void CudaBackend::activation_backward(float* dinp, const float* dout, const floa
                                       Activation kind) {
   if (n == 0) return;
   cuda::bf16* dinp_bf16 = bf16_output(dinp, n);
-  activation_backward_kernel<<<grid_for(n, sm_count_), cuda::kBlockThreads, 0, stream_>>>(
-      dinp, dinp_bf16, dout, inp, n, kind);
+  if (vectorizable(n, {dinp, dinp_bf16, dout, inp})) {
+    activation_backward_quads_kernel<<<grid_for(n / 4, sm_count_), cuda::kBlockThreads, 0,
+                                       stream_>>>(
+        reinterpret_cast<float4*>(dinp), dinp_bf16, reinterpret_cast<const float4*>(dout),
+        reinterpret_cast<const float4*>(inp), n / 4, kind);
+  } else {
+    activation_backward_kernel<<<grid_for(n, sm_count_), cuda::kBlockThreads, 0, stream_>>>(
+        dinp, dinp_bf16, dout, inp, n, kind);
+  }
   check_launch("activation_backward");
 }
 
