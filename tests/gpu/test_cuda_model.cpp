@@ -68,16 +68,24 @@ Config test_config(const std::string& preset, int batch_size) {
   return c;
 }
 
-// Largest per-tensor relative error between two flat parameter (or gradient) buffers, and the
-// tensor where it is.
-std::pair<double, std::string> worst_tensor_error(const GPT& model, const std::vector<float>& a,
-                                                  const std::vector<float>& b) {
-  std::pair<double, std::string> worst{0.0, ""};
+// Per-tensor relative errors between two flat parameter (or gradient) buffers, by tensor name.
+std::map<std::string, double> tensor_errors(const GPT& model, const std::vector<float>& a,
+                                            const std::vector<float>& b) {
+  std::map<std::string, double> errors;
   for (const ParameterTensor& t : model.layout().tensors()) {
     const std::vector<float> x(a.begin() + t.offset, a.begin() + t.offset + t.size);
     const std::vector<float> y(b.begin() + t.offset, b.begin() + t.offset + t.size);
-    worst = std::max(worst, std::make_pair(relative_error(x, y), t.name));
+    errors[t.name] = relative_error(x, y);
   }
+  return errors;
+}
+
+// The largest of them, and the tensor where it is.
+std::pair<double, std::string> worst_tensor_error(const GPT& model, const std::vector<float>& a,
+                                                  const std::vector<float>& b) {
+  std::pair<double, std::string> worst{0.0, ""};
+  for (const auto& [name, error] : tensor_errors(model, a, b))
+    worst = std::max(worst, std::make_pair(error, name));
   return worst;
 }
 
@@ -137,9 +145,25 @@ void compare_with_cpu(const Config& config, const std::string& dtype, double tol
     EXPECT_LT(relative_error(gpu.model.read_logits(), cpu.model.read_logits()), tolerance);
     EXPECT_NEAR(gpu.model.mean_loss() / cpu.model.mean_loss(), 1.0, tolerance);
     const std::vector<float> gradients = gpu.model.read_gradients();
-    const auto [gradient_error, gradient_tensor] =
-        worst_tensor_error(cpu.model, gradients, cpu.model.read_gradients());
-    EXPECT_LT(gradient_error, tolerance) << "gradient of " << gradient_tensor;
+    if (dtype == "fp32") {
+      const auto [gradient_error, gradient_tensor] =
+          worst_tensor_error(cpu.model, gradients, cpu.model.read_gradients());
+      EXPECT_LT(gradient_error, tolerance) << "gradient of " << gradient_tensor;
+    } else {
+      // bf16, per tensor: within `tolerance` of fp32, or no further than twice the CPU's own bf16
+      // is. A LayerNorm gain's gradient sums over every token terms that mostly cancel, and bf16's
+      // rounding of them leaves 5-10% of the small sum (seen on an H200: 8% for blocks.0.ln1's);
+      // the CPU's bf16 rounds the same operands and lands as far off. A missing or wrong tensor
+      // is off by 100%.
+      Trainee cpu_bf16(make_backend("cpu", 0, BackendOptions{"bf16"}), config);
+      cpu_bf16.forward_backward(step);
+      const std::map<std::string, double> cpu_bf16_errors = tensor_errors(
+          cpu.model, cpu_bf16.model.read_gradients(), cpu.model.read_gradients());
+      for (const auto& [name, error] :
+           tensor_errors(cpu.model, gradients, cpu.model.read_gradients()))
+        EXPECT_LT(error, std::max(tolerance, 2 * cpu_bf16_errors.at(name)))
+            << "gradient of " << name << " (the CPU's bf16: " << cpu_bf16_errors.at(name) << ")";
+    }
 
     const std::vector<float> before = cpu.model.read_parameters();
     cpu.backend->copy_to_device(cpu.model.gradients(), gradients.data(),
@@ -163,7 +187,8 @@ TEST_F(CudaModel, MatchesTheCpuInFp32) {
 
 // bf16, per tensor: products of bf16 operands land within about 1% of the exact ones
 // (test_cuda_ops.cpp), and a gradient passes through two or three of them per block on its way
-// down, so 5% per tensor; a missing or wrong tensor is off by 100%.
+// down, so 5% per tensor, or twice the CPU's own bf16 error on it (compare_with_cpu); a missing
+// or wrong tensor is off by 100%.
 TEST_F(CudaModel, StaysCloseToTheCpuInBf16) {
   compare_with_cpu(test_config("shakespeare_char", 2), "bf16", 5e-2);
   compare_with_cpu(test_config("nanogpt_char", 2), "bf16", 5e-2);
