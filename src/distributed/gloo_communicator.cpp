@@ -120,7 +120,10 @@ Error GlooCommunicator::lost_peer(const std::string& gloo_message, const char* w
       }
     }
   } catch (const Error&) {
-    gone = "rank 0";  // the store is rank 0's
+    // The store is rank 0's, so rank 0 has stopped too; it may have been the first to see
+    // another rank fail (and named it) while this rank still waited on rank 0 alone.
+    gone = "rank 0 (it has stopped, and with it the rendezvous store that knows which rank "
+           "failed first: see rank 0's message)";
   }
   const std::string me = "rank " + std::to_string(rank()) + ": ";
   const std::string during = std::string(" during ") + what;
