@@ -6,6 +6,12 @@ torch.compile. Timed as folio bench times: the median of steps each waited for, 
 that includes the compilation.
 
     python3 bench/gpu/torch_gpu_peer.py --config shakespeare_char [--steps 50] [--warmup 15]
+        [--compile_mode default|reduce-overhead|max-autotune] [--batch_size B] [--block_size T]
+        [--vocab_size V]
+
+`--compile_mode reduce-overhead` has torch.compile replay the model's kernels as CUDA graphs (as
+folio bench replays its step): for a model this small the default mode can wait on Python
+between kernels. The character presets' vocabulary is 65; `--vocab_size 50257` for GPT-2's.
 
 Prints one JSON line, like folio bench.
 """
@@ -44,6 +50,11 @@ def main():
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=15)
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--compile_mode", default="default",
+                        choices=["default", "reduce-overhead", "max-autotune"])
+    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--block_size", type=int)
+    parser.add_argument("--vocab_size", type=int, default=65)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit(f"torch_gpu_peer: PyTorch {torch.__version__} of {sys.executable} sees no CUDA "
@@ -52,12 +63,16 @@ def main():
     torch.set_default_device("cuda")
     torch.manual_seed(1337)
     cfg = torch_peer.read_preset(args.config)
-    V = 65
-    model = torch_peer.FusedGPT(cfg, V)
+    for key in ("batch_size", "block_size"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+    V = args.vocab_size
+    padding = cfg.get("vocab_padding", 1)  # rows padded as the preset says, as folio pads them
+    model = torch_peer.FusedGPT(cfg, (V + padding - 1) // padding * padding)
     model.blocks = torch.nn.Sequential(*[SdpaBlock(cfg) for _ in range(cfg["n_layer"])])
     model.train()
     optimizer = torch_peer.make_adamw(model, cfg, fused=True)
-    step_model = model if args.no_compile else torch.compile(model)
+    step_model = model if args.no_compile else torch.compile(model, mode=args.compile_mode)
     B, T = cfg["batch_size"], cfg["block_size"]
     times = []
     for step in range(args.warmup + args.steps):
@@ -78,8 +93,10 @@ def main():
     times.sort()
     median = times[len(times) // 2]
     assert math.isfinite(loss.item())
-    extras = "bf16 autocast, SDPA, fused AdamW" + ("" if args.no_compile else ", torch.compile")
+    extras = "bf16 autocast, SDPA, fused AdamW" + (
+        "" if args.no_compile else f", torch.compile mode={args.compile_mode}")
     print(json.dumps({"config": args.config, "device": "cuda", "gpu": torch.cuda.get_device_name(),
+                      "batch_size": B, "block_size": T, "vocab_size": V,
                       "peer": f"torch {torch.__version__} ({extras})", "ms_per_step": median,
                       "ms_per_step_min": times[0], "tokens_per_s": B * T / (median / 1000)}))
 
