@@ -23,16 +23,18 @@
 #                                     its CUDA-graph mode (reduce-overhead).
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
-#                                     ones included); data parallelism on the GPU (NCCL with one
-#                                     rank, two ranks sharing it over Gloo, and MPI when built in).
+#                                     ones included); kill -9 and resume on the GPU, bit-identical;
+#                                     data parallelism on the GPU (NCCL with one rank, two ranks
+#                                     sharing it over Gloo, and MPI when built in).
 #   bench/gpu/gpu_check.sh quick      the re-check of one change in a lease's last minutes: builds
 #                                     folio and folio_gpu_tests only; the GPU tests that match
 #                                     FOLIO_GPU_FILTER (a gtest filter, default all), folio bench
 #                                     with --profile, the PyTorch 2.x peer, then 50 training steps
 #                                     CPU against GPU if the budget leaves time.
 #   bench/gpu/gpu_check.sh full       the seed's two 5000-step runs (shakespeare_char, nanogpt_char)
-#                                     with their times and final losses; the ladder; GPT-2 124M,
-#                                     folio bench beside the PyTorch peer.
+#                                     with their times and final losses, the first one's
+#                                     checkpoint evaluated by folio on the CPU and by PyTorch;
+#                                     GPT-2 124M, folio bench beside the PyTorch peer; the ladder.
 #
 # Each call builds first (a no-op when build-gpu/ is already built: a machine still warm from the
 # last call keeps it; a fresh one rebuilds, for sm_90 only unless FOLIO_CUDA_ARCHS says otherwise)
@@ -93,6 +95,8 @@ summary() {
     "folio bench"* | "torch peer"*)
       printf '%s ms/step, %s tokens/s' "$(field ms_per_step <"$log")" "$(field tokens_per_s <"$log")" ;;
     sanitize*) grep -E "ERROR SUMMARY" "$log" | tail -n 1 ;;
+    "gpu checkpoint"*) grep -oE '"status": "[a-zA-Z]+"|"worst_relative_difference": [0-9.e-]+' "$log" | tr '\n' ' ' ;;
+    "resume on the GPU") grep -E "kills|FAIL" "$log" | tr '\n' ' ' ;;
     "train cpu against cuda") grep -oE '"config": "[a-z_]+", "steps": [0-9]+, "status": "[A-Z a-z]+", "worst_relative_difference": [0-9.e-]+' "$log" | tr '\n' ' ' ;;
     train*) grep -E "^step [0-9]+: train loss" "$log" | tail -n 1 ;;
     distributed*) grep -E "^FAIL|left out" "$log" | head -n 2 | tr '\n' ' ' ;;
@@ -241,6 +245,9 @@ case "$mode" in
     else
       rows+=("| sanitize | FAIL | 0 | compute-sanitizer not found (looked on PATH and in /usr/local/cuda) |")
     fi
+    # kill -9 at random moments (inside saves too), resume: the same bits as a run never stopped
+    step "resume on the GPU" 180 env FOLIO_TEST_DEVICE=cuda "$python" \
+      tests/distributed/test_resume.py "$folio" "$data" "$build/gpu_check_resume" 5
     step "distributed on the GPU" 120 "$python" tests/gpu/compare_distributed.py "$folio" "$data" \
       "$build/gpu_check_distributed"
     ;;
@@ -257,13 +264,16 @@ case "$mode" in
       "$build/gpu_check_training"
     ;;
   full)
-    # The seed's runs as the README states them: 5000 steps each, evaluations included.
+    # The seed's runs as the README states them: 5000 steps each, evaluations included (from
+    # scratch: a warm machine keeps the last call's runs)
+    rm -rf "$build/gpu_check_shakespeare_char" "$build/gpu_check_nanogpt_char"
     step "train shakespeare_char" 180 "$folio" train --config shakespeare_char --device cuda \
       --data "$data" --out_dir "$build/gpu_check_shakespeare_char" --sample_tokens 300
+    # What the GPU wrote loads in folio on the CPU and in PyTorch, with the same losses
+    step "gpu checkpoint on the cpu and in torch" 120 "$python" tests/gpu/checkpoint_from_gpu.py \
+      "$folio" "$data" "$build/gpu_check_shakespeare_char/ckpt.safetensors"
     step "train nanogpt_char" 180 "$folio" train --config nanogpt_char --device cuda \
       --data "$data" --out_dir "$build/gpu_check_nanogpt_char" --sample_tokens 300
-    step "ladder" 120 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
-      --warmup 3
     # GPT-2 124M, one micro-batch of 16 x 1024 tokens, GPT-2's vocabulary (padded as the preset
     # says, in both)
     step "folio bench gpt2" 60 "$folio" bench --config gpt2 --device cuda --vocab_size 50257 \
@@ -271,6 +281,8 @@ case "$mode" in
     step "torch peer gpt2" 120 "$python" bench/gpu/torch_gpu_peer.py --config gpt2 \
       --vocab_size 50257 --batch_size 16 --block_size 1024 --steps 20 --warmup 5
     compare_with_peer "gpt2 124M, B 16, T 1024" "folio bench gpt2" "torch peer gpt2"
+    step "ladder" 120 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
+      --warmup 3
     extra+="targets: shakespeare_char val <= 1.60 (seed 1.5677), nanogpt_char val <= 1.48; a 5000-step seed run < 60 s"
     ;;
 esac

@@ -9,6 +9,10 @@ end, and its final state (parameters, AdamW moments), its best checkpoint and it
 wall-clock fields) must equal the uninterrupted run's exactly. The same is done with 2 MPI ranks.
 
     python3 test_resume.py FOLIO DATA WORK_DIR [KILLS]
+
+FOLIO_TEST_DEVICE=cuda runs every run on the GPU (bench/gpu/gpu_check.sh sanitize does: a rerun on
+the same GPU gives the same bits, so a resumed run must too); unset, folio picks (ctest hides any
+GPU from this test, so there it is the CPU).
 """
 
 import glob
@@ -29,7 +33,8 @@ def train_command(folio, data, out_dir, launcher):
     return launcher + [folio, "train", "--config", "baby", "--data", data, "--out_dir", out_dir,
                        f"--max_iters={STEPS}", "--eval_interval=40", "--eval_iters=2",
                        "--log_interval=5", "--sample_tokens=0", "--checkpoint_interval=1",
-                       "--dropout=0.1", "--threads=1"]
+                       "--dropout=0.1", "--threads=1",
+                       f"--device={os.environ.get('FOLIO_TEST_DEVICE', 'auto')}"]
 
 
 def resume_command(folio, out_dir, launcher):
