@@ -2,16 +2,21 @@
 PyTorch with the same losses: `folio eval --device cpu` against tools/folio_torch.py (the seed's
 model in PyTorch, fp32 on the CPU, loaded with load_state_dict), over every window of both
 splits of the text's first 200,000 characters (the whole text would keep a GPU machine's CPUs
-busy for minutes), to 1e-5 relative. Run by bench/gpu/gpu_check.sh full on the checkpoint of
-its GPU run.
+busy for minutes), to 1e-5 relative. bench/gpu/gpu_check.sh full runs it on the checkpoint of
+its 5000-step GPU run; ctest (label gpu) with --train, which first trains `tiny` on the GPU
+for 30 steps in WORK_DIR (skipped without a GPU: gpu_required.py).
 
     python3 checkpoint_from_gpu.py FOLIO DATA CKPT
+    python3 checkpoint_from_gpu.py FOLIO DATA --train WORK_DIR
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+
+from gpu_required import skip
 
 TOLERANCE = 1e-5
 PREFIX_CHARACTERS = 200_000
@@ -25,7 +30,23 @@ def last_json_line(command):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def main(folio, data, ckpt):
+def train_on_the_gpu(folio, data, work_dir):
+    """30 steps of `tiny` on the GPU (bf16, dropout on); returns its checkpoint's path."""
+    shutil.rmtree(work_dir, ignore_errors=True)
+    command = [folio, "train", "--config", "tiny", "--data", data, "--out_dir", work_dir,
+               "--device=cuda", "--max_iters=30", "--eval_interval=10", "--eval_iters=2",
+               "--sample_tokens=0"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        if "no CUDA GPU is visible" in result.stderr:
+            skip("no CUDA GPU is visible")
+        sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
+    return os.path.join(work_dir, "ckpt.safetensors")
+
+
+def main(folio, data, ckpt, work_dir=None):
+    if ckpt == "--train":
+        ckpt = train_on_the_gpu(folio, data, work_dir)
     with open(data, encoding="utf-8") as f:
         head = f.read(PREFIX_CHARACTERS)
     text = os.path.join(os.path.dirname(os.path.abspath(ckpt)), "checkpoint_from_gpu.txt")
@@ -43,4 +64,4 @@ def main(folio, data, ckpt):
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))
