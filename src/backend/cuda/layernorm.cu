@@ -170,7 +170,7 @@ __global__ void layernorm_backward_kernel(float* dinp, float* dbranch, bf16* dbr
 // one 16-byte load each, all issued before the first is used. The loops above wait out a memory
 // latency per element; on an H200 that made LayerNorm and its fused pairs 14% of a
 // shakespeare_char step. Same lanes, same channels, same order of sums and of dropout draws as
-// the loops.
+// the loops; only the backward pass's parameter-gradient sums group rows into more blocks.
 constexpr int kMostQuads = 6;
 
 template <int kQuads>
