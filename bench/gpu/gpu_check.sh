@@ -7,12 +7,12 @@
 # A session's device time is 15 minutes in all (2026-11-26), starts included. Seen on an H200
 # that day: a start about 30 s; configure + build of folio and the GPU tests 80-90 s; the `gpu`
 # label 98 s; a torch.compile peer run 45-70 s; a 5000-step shakespeare_char run about 60 s at 9
-# ms a step. So one call can hold `tests` and `full` (FOLIO_GPU_BUDGET, the call's seconds,
-# default 470, for each; the second builds nothing), e.g.
-#   FOLIO_GPU_BUDGET=300 bench/gpu/gpu_check.sh tests; FOLIO_GPU_BUDGET=260 bench/gpu/gpu_check.sh full
-# with `sanitize` in a second call on the warm machine if the time is there. Give the machine back
-# (give_back) at once after the last call: its idle 30 s count too, and a start needs 4 minutes
-# left.
+# ms a step (evaluations included). Estimated from those: `tests` about 330 s, `full` about 360
+# s (FOLIO_GPU_BUDGET, the seconds for one mode, default 470; a mode cuts its last steps to fit).
+# So: a first call `FOLIO_GPU_BUDGET=340 bench/gpu/gpu_check.sh tests`, a second at once on the
+# warm machine `FOLIO_GPU_BUDGET=380 bench/gpu/gpu_check.sh full`, and `sanitize` in a session
+# that has the time. Give the machine back (give_back) at once after the last call: its idle 30 s
+# count too, and a start needs 4 minutes left.
 #
 #   bench/gpu/gpu_check.sh tests      build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
 #                                     against the CPU reference, fp32 and bf16; the model against
