@@ -153,15 +153,15 @@ void compare_with_cpu(const Config& config, const std::string& dtype, double tol
       // bf16, per tensor: within `tolerance` of fp32, or no further than twice the CPU's own bf16
       // is. A LayerNorm gain's gradient sums over every token terms that mostly cancel, and bf16's
       // rounding of them leaves 5-10% of the small sum (seen on an H200: 8% for blocks.0.ln1's);
-      // the CPU's bf16 rounds the same operands and lands as far off. A missing or wrong tensor
-      // is off by 100%.
+      // the CPU's bf16 rounds the same operands and lands as far off. Never above 30%, so that a
+      // fault of the CPU's bf16 cannot widen the bound: a missing or wrong tensor is off by 100%.
       Trainee cpu_bf16(make_backend("cpu", 0, BackendOptions{"bf16"}), config);
       cpu_bf16.forward_backward(step);
       const std::map<std::string, double> cpu_bf16_errors = tensor_errors(
           cpu.model, cpu_bf16.model.read_gradients(), cpu.model.read_gradients());
       for (const auto& [name, error] :
            tensor_errors(cpu.model, gradients, cpu.model.read_gradients()))
-        EXPECT_LT(error, std::max(tolerance, 2 * cpu_bf16_errors.at(name)))
+        EXPECT_LT(error, std::min(0.3, std::max(tolerance, 2 * cpu_bf16_errors.at(name))))
             << "gradient of " << name << " (the CPU's bf16: " << cpu_bf16_errors.at(name) << ")";
     }
 
