@@ -18,7 +18,8 @@
 #                                     against the CPU reference, fp32 and bf16; the model against
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
-#                                     same GPU); folio bench with and without the graph; the
+#                                     same GPU); folio bench with and without the graph, and its
+#                                     per-op profile; the
 #                                     PyTorch 2.x peer beside it, torch.compile's default mode and
 #                                     its CUDA-graph mode (reduce-overhead).
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
@@ -113,6 +114,8 @@ finish() {
     echo
     printf '%s\n' "| step | status | seconds | result |" "|---|---|---|---|" "${rows[@]}"
     [ -f "$logs/ladder.log" ] && { echo; sed -n '/^| rung/,$p' "$logs/ladder.log"; }
+    [ -f "$logs/folio_bench_profile.log" ] &&
+      { echo; sed -n '/^| op /,$p' "$logs/folio_bench_profile.log"; }
     [ -n "${extra:-}" ] && printf '\n%s\n' "$extra"
   } >"$out/$mode-summary.md"
   tar -czf "$out/$mode-logs.tar.gz" -C "$logs" .
@@ -218,6 +221,9 @@ case "$mode" in
       --warmup 5
     step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
+    # where the step's time goes, op by op (each op waited for), for the next speed work
+    step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
+      --steps 20 --warmup 3 --profile --graph=false
     step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
       --steps 50 --warmup 15
     # torch.compile replaying CUDA graphs, as folio bench does: the stronger mode where Python's
