@@ -47,6 +47,9 @@ def train_on_the_gpu(folio, data, work_dir):
 def main(folio, data, ckpt, work_dir=None):
     if ckpt == "--train":
         ckpt = train_on_the_gpu(folio, data, work_dir)
+    if not os.path.isfile(ckpt):
+        print(f"FAIL: no checkpoint at {ckpt} (did the GPU run that should write it run?)")
+        return 1
     with open(data, encoding="utf-8") as f:
         head = f.read(PREFIX_CHARACTERS)
     text = os.path.join(os.path.dirname(os.path.abspath(ckpt)), "checkpoint_from_gpu.txt")
