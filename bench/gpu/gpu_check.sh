@@ -19,9 +19,9 @@
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
 #                                     same GPU); folio bench with and without the graph, and its
-#                                     per-op profile; the
-#                                     PyTorch 2.x peer beside it, torch.compile's default mode and
-#                                     its CUDA-graph mode (reduce-overhead).
+#                                     per-op profile; the PyTorch 2.x peer beside it, in
+#                                     torch.compile's default mode and its CUDA-graph mode
+#                                     (reduce-overhead).
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); kill -9 and resume on the GPU, bit-identical;
