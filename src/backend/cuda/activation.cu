@@ -2,7 +2,6 @@
 // GELU with the exact erf, as torch.nn.GELU(), or GELU in its tanh form (GPT-2's gelu_new).
 // Element-wise; the output (or input gradient) is written in bf16 too when a matrix product reads
 // it that way. Nothing is saved: the backward pass reads the input the model keeps.
-#include <cstdint>
 #include <initializer_list>
 
 #include "backend/cuda/cuda_backend.h"
@@ -114,10 +113,7 @@ __global__ void activation_backward_quads_kernel(float4* dinp, cuda::bf16* dinp_
 }
 
 bool vectorizable(size_t n, std::initializer_list<const void*> pointers) {
-  if (n % 4 != 0) return false;
-  for (const void* p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
+  return n % 4 == 0 && cuda::all_16_byte_aligned(pointers);
 }
 
 unsigned grid_for(size_t n, int sm_count) {

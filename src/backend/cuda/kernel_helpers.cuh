@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/dropout_mask.h"
 
@@ -70,6 +71,14 @@ __device__ __forceinline__ Value block_sum(Value value, Value* shared) {
 
 inline unsigned blocks_for(size_t work_items, int per_block) {
   return static_cast<unsigned>((work_items + per_block - 1) / per_block);
+}
+
+// Whether every pointer (null ones too) is 16-byte aligned: what the kernels that move four
+// floats a load (float4) need of their arrays.
+inline bool all_16_byte_aligned(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 // ---- dropout as kernels draw it -----------------------------------------------------------------

@@ -6,7 +6,6 @@
 // a dropout mask is one Philox call. The same lane owns the same channels in every pass, which
 // is what makes the per-block parameter-gradient sums in the backward pass race-free.
 #include <algorithm>
-#include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 
@@ -363,9 +362,7 @@ __global__ void layernorm_backward_quads_kernel(float* dinp, float* dbranch, bf1
 // for the loops.
 int quads_per_lane(int C, std::initializer_list<const void*> pointers) {
   if (C % (4 * kWarpSize) != 0 || C / (4 * kWarpSize) > kMostQuads) return 0;
-  for (const void* p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
-  return C / (4 * kWarpSize);
+  return cuda::all_16_byte_aligned(pointers) ? C / (4 * kWarpSize) : 0;
 }
 
 template <typename Launch>
