@@ -1,5 +1,7 @@
 #include "model/activation_plan.h"
 
+#include <algorithm>
+
 namespace folio {
 
 namespace {
@@ -30,6 +32,11 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.targets = c.take<int32_t>(BT);
   p.embedded = c.take<float>(BT * C);
   p.layers.resize(s.n_layer);
+  // Training: every layer's ln1 output shares one buffer, every ln2 output another (two, so that
+  // post_norm's fused add + LayerNorm never reads and writes one buffer); backward() recomputes
+  // each before the product that reads it.
+  float* shared_ln1 = p.with_gradients ? c.take<float>(BT * C) : nullptr;
+  float* shared_ln2 = p.with_gradients ? c.take<float>(BT * C) : nullptr;
   for (size_t i = 0; i < p.layers.size(); ++i) {
     LayerActivations& l = p.layers[i];
     l.qkv = c.take<float>(BT * 3 * A);  // each layer's own: the key/value cache of generation
@@ -39,14 +46,14 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
       l.qkv = qkv;
       continue;
     }
-    l.ln1 = c.take<float>(BT * C);
+    l.ln1 = p.with_gradients ? shared_ln1 : c.take<float>(BT * C);
     l.ln1_mean = c.take<float>(BT);
     l.ln1_rstd = c.take<float>(BT);
     l.attention_saved =
         c.take<float>(backend.attention_saved_floats(p.B, p.T, s.n_head, s.head_size));
     l.att = c.take<float>(BT * A);
     l.residual_mid = c.take<float>(BT * C);
-    l.ln2 = c.take<float>(BT * C);
+    l.ln2 = p.with_gradients ? shared_ln2 : c.take<float>(BT * C);
     l.ln2_mean = c.take<float>(BT);
     l.ln2_rstd = c.take<float>(BT);
     l.fc = c.take<float>(BT * F);
@@ -61,15 +68,19 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.loss_sum = c.take<float>(1);
   p.branch = c.take<float>(BT * C);
   if (p.with_gradients) {
+    // Gradients that are never live at once share memory (see the order of GPT::backward):
+    // d_logits is read by the lm_head's product before any block's; a block's d_fc is read before
+    // its d_qkv is written; d_att is read (by attention's backward) before d_ln is written, and
+    // d_ln before the next d_att; branch belongs to the forward pass, d_branch to the backward.
     p.d_residual = c.take<float>(BT * C);
     if (s.block_order == BlockOrder::kPostNorm) p.d_residual_mid = c.take<float>(BT * C);
-    p.d_ln = c.take<float>(BT * C);
-    p.d_branch = c.take<float>(BT * C);
-    p.d_att = c.take<float>(BT * A);
-    p.d_qkv = c.take<float>(BT * 3 * A);
-    p.d_fc_act = c.take<float>(BT * F);
+    p.d_ln = c.take<float>(BT * std::max(C, A));
+    p.d_att = p.d_ln;
+    p.d_branch = p.branch;
+    p.d_fc_act = c.take<float>(BT * std::max({F, 3 * A, V}));
     p.d_fc = p.d_fc_act;  // each element's gradient through the nonlinearity replaces its own
-    p.d_logits = c.take<float>(BT * V);
+    p.d_qkv = p.d_fc_act;
+    p.d_logits = p.d_fc_act;
   }
 }
 
