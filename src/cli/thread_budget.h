@@ -20,8 +20,9 @@ int local_rank_count();
 // those cores).
 int threads_for_rank(int configured);
 
-// Whether the machine already has at least one runnable process per core (the 1-minute load
-// average), so that spinning threads would take cores from others' work.
+// Whether the machine already has at least one runnable process per core besides this one, now
+// (the fewest of a few readings of /proc/loadavg's running count over 8 ms), so that spinning
+// threads would take cores from others' work.
 bool machine_is_busy();
 
 // Call first thing in main(), before any parallel region: when OMP_WAIT_POLICY is not set and

@@ -225,24 +225,42 @@ def main(folio, data):
 
     # ... and waits passively (OpenMP reads OMP_WAIT_POLICY at start: folio runs itself again)
     environment = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    process = subprocess.Popen([folio, "bench", "--config", "tiny", "--steps", "1000000"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=dict(environment, LOCAL_WORLD_SIZE="2"))
-    policy = b""
-    for _ in range(100):
-        try:
-            with open(f"/proc/{process.pid}/environ", "rb") as f:
-                policy = next((v for v in f.read().split(b"\0")
-                               if v.startswith(b"OMP_WAIT_POLICY=")), b"")
-        except OSError:
-            pass
-        if policy:
-            break
-        time.sleep(0.1)
-    process.kill()
-    process.wait()
+
+    def wait_policy_of(extra_environment):
+        process = subprocess.Popen([folio, "bench", "--config", "tiny", "--steps", "1000000"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=dict(environment, **extra_environment))
+        policy = b""
+        for _ in range(100):
+            try:
+                with open(f"/proc/{process.pid}/environ", "rb") as f:
+                    policy = next((v for v in f.read().split(b"\0")
+                                   if v.startswith(b"OMP_WAIT_POLICY=")), b"")
+            except OSError:
+                pass
+            if policy:
+                break
+            time.sleep(0.1)
+        process.kill()
+        process.wait()
+        return policy
+
+    policy = wait_policy_of({"LOCAL_WORLD_SIZE": "2"})
     check("a rank sharing the machine waits passively", policy == b"OMP_WAIT_POLICY=passive",
           f"the process's environment holds {policy!r}")
+
+    # ... as does a lone folio on a machine whose every core is running something else now
+    spinners = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
+                for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.2)
+        policy = wait_policy_of({})
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    check("a lone folio on a machine busy now waits passively",
+          policy == b"OMP_WAIT_POLICY=passive", f"the process's environment holds {policy!r}")
 
     print(f"{len(FAILURES)} failed: {FAILURES}" if FAILURES else "all passed")
     return 1 if FAILURES else 0
