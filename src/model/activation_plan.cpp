@@ -37,6 +37,8 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   // each before the product that reads it.
   float* shared_ln1 = p.with_gradients ? c.take<float>(BT * C) : nullptr;
   float* shared_ln2 = p.with_gradients ? c.take<float>(BT * C) : nullptr;
+  // GELU's output likewise (ReLU's is fc itself, in place)
+  float* shared_fc_act = p.with_gradients && !p.relu_in_place ? c.take<float>(BT * F) : nullptr;
   for (size_t i = 0; i < p.layers.size(); ++i) {
     LayerActivations& l = p.layers[i];
     l.qkv = c.take<float>(BT * 3 * A);  // each layer's own: the key/value cache of generation
@@ -57,7 +59,7 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
     l.ln2_mean = c.take<float>(BT);
     l.ln2_rstd = c.take<float>(BT);
     l.fc = c.take<float>(BT * F);
-    l.fc_act = p.relu_in_place ? l.fc : c.take<float>(BT * F);
+    l.fc_act = p.relu_in_place ? l.fc : p.with_gradients ? shared_fc_act : c.take<float>(BT * F);
     l.residual_out = c.take<float>(BT * C);
   }
   p.lnf = c.take<float>(BT * C);

@@ -342,6 +342,10 @@ void GPT::backward(float dloss, GradientUpdate update) {
     const LayerActivations& block = act.layers[l];
     // x = x + ffwd(ln2(x)) (post_norm: x + ffwd(x) after x = ln2(x)): d_residual flows through
     // unchanged, d_branch into the branch
+    // GELU's output was not kept (activation_plan.h): recomputed from fc for fc2's weight gradient
+    if (!act.relu_in_place)
+      backend_.activation_forward(block.fc_act, block.fc, static_cast<size_t>(BT) * F,
+                                  shape_.activation);
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
                              w.fc2_weight, BT, F, C, update);
     // In place (d_fc is d_fc_act); block.fc is ReLU's output for ReLU models (relu_in_place)
