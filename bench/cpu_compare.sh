@@ -31,6 +31,7 @@ peer=bench/torch2_peer.sh
 steps_for() { case "$1" in shakespeare_char) echo 3;; baby) echo 30;; *) echo 100;; esac; }
 field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 lowest() { printf '%s\n' "$@" | sort -g | head -1; }
+policies=""
 modes=(eager compile bf16 bf16-compile)
 about=$($peer --about --threads "$threads")
 torch_version=$(echo "$about" | field torch)
@@ -51,6 +52,7 @@ for config in "${configs[@]}"; do
       line=$($folio bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2 --dtype "$dtype" 2>/dev/null)
       runs[folio_$dtype]+=" $(echo "$line" | field "$stat")"
       rss[folio_$dtype]=$(echo "$line" | field peak_rss_mib)
+      policies+=" $(echo "$line" | field omp_wait_policy)"
       if [ -n "${FOLIO_BEFORE:-}" ]; then
         line=$("$FOLIO_BEFORE" bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2 --dtype "$dtype" 2>/dev/null)
         runs[before_$dtype]+=" $(echo "$line" | field "$stat")"
@@ -98,6 +100,12 @@ PY
   fi
   unset runs rss
 done
+# folio waits passively when the machine is busy as it starts (README, "Sharing the CPU"), which
+# makes a small model's step several times slower: say so when any run did.
+passive=$(echo "$policies" | tr ' ' '\n' | grep -c '^passive$' || true)
+if [ "$passive" -gt 0 ]; then
+  echo "<!-- folio found the machine busy and waited passively in $passive of its runs -->"
+fi
 echo
 echo "ms per training step ($stat), lowest of $rounds alternating rounds, $threads threads;" \
      "PyTorch $torch_version (PyPI wheel: MKL + oneDNN); folio $(git rev-parse --short HEAD);" \

@@ -91,6 +91,9 @@ class ProfilingBackend final : public Backend {
   }
   double peak_flops() const override { return inner_->peak_flops(); }
   void* native_stream() const override { return inner_->native_stream(); }
+  bool keeps_recomputable_activations() const override {
+    return inner_->keeps_recomputable_activations();
+  }
   // No step capture: a recorded step cannot be timed op by op.
 
  private:

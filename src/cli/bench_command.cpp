@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
@@ -144,6 +145,10 @@ nlohmann::json to_json(const std::string& config_name, const Config& config, int
   }
   line["dtype"] = config.dtype;
   line["peak_rss_mib"] = peak_resident_mib();
+  // How OpenMP's threads waited (thread_budget.h): a passive wait makes a small model's step
+  // several times slower, so a figure is read with it.
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  line["omp_wait_policy"] = wait_policy != nullptr ? wait_policy : "default";
   return line;
 }
 
@@ -223,7 +228,7 @@ int bench_command(Arguments& arguments) {
                  "Times training steps after a warm-up and prints one JSON line: config, "
                  "device, threads, ms_per_step (median), tokens_per_s, gflops, peak_tflops (the "
                  "device's matrix-product peak in the dtype; measured on a CPU), mfu (the share "
-                 "of it the step keeps), peak_rss_mib.\n--profile also prints the step's time "
+                 "of it the step keeps), peak_rss_mib, omp_wait_policy.\n--profile also prints the step's time "
                  "per op kind (forward, backward, optimizer), each op waited for.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
                  "(--graph=false issues it op by op). --ladder times the GPU's optimisations "
                  "one at a time (fp32, TF32, bf16, fused attention, fused kernels, CUDA graph) "

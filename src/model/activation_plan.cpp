@@ -32,13 +32,14 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.targets = c.take<int32_t>(BT);
   p.embedded = c.take<float>(BT * C);
   p.layers.resize(s.n_layer);
-  // Training: every layer's ln1 output shares one buffer, every ln2 output another (two, so that
-  // post_norm's fused add + LayerNorm never reads and writes one buffer); backward() recomputes
-  // each before the product that reads it.
-  float* shared_ln1 = p.with_gradients ? c.take<float>(BT * C) : nullptr;
-  float* shared_ln2 = p.with_gradients ? c.take<float>(BT * C) : nullptr;
-  // GELU's output likewise (ReLU's is fc itself, in place)
-  float* shared_fc_act = p.with_gradients && !p.relu_in_place ? c.take<float>(BT * F) : nullptr;
+  // Training that recomputes: every layer's ln1 output shares one buffer, every ln2 output
+  // another (two, so that post_norm's fused add + LayerNorm never reads and writes one buffer),
+  // and GELU's output a third (ReLU's is fc itself, in place); backward() refills each before
+  // the product that reads it.
+  const bool shared = p.with_gradients && p.recomputes;
+  float* shared_ln1 = shared ? c.take<float>(BT * C) : nullptr;
+  float* shared_ln2 = shared ? c.take<float>(BT * C) : nullptr;
+  float* shared_fc_act = shared && !p.relu_in_place ? c.take<float>(BT * F) : nullptr;
   for (size_t i = 0; i < p.layers.size(); ++i) {
     LayerActivations& l = p.layers[i];
     l.qkv = c.take<float>(BT * 3 * A);  // each layer's own: the key/value cache of generation
@@ -48,18 +49,18 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
       l.qkv = qkv;
       continue;
     }
-    l.ln1 = p.with_gradients ? shared_ln1 : c.take<float>(BT * C);
+    l.ln1 = shared ? shared_ln1 : c.take<float>(BT * C);
     l.ln1_mean = c.take<float>(BT);
     l.ln1_rstd = c.take<float>(BT);
     l.attention_saved =
         c.take<float>(backend.attention_saved_floats(p.B, p.T, s.n_head, s.head_size));
     l.att = c.take<float>(BT * A);
     l.residual_mid = c.take<float>(BT * C);
-    l.ln2 = p.with_gradients ? shared_ln2 : c.take<float>(BT * C);
+    l.ln2 = shared ? shared_ln2 : c.take<float>(BT * C);
     l.ln2_mean = c.take<float>(BT);
     l.ln2_rstd = c.take<float>(BT);
     l.fc = c.take<float>(BT * F);
-    l.fc_act = p.relu_in_place ? l.fc : p.with_gradients ? shared_fc_act : c.take<float>(BT * F);
+    l.fc_act = p.relu_in_place ? l.fc : shared ? shared_fc_act : c.take<float>(BT * F);
     l.residual_out = c.take<float>(BT * C);
   }
   p.lnf = c.take<float>(BT * C);
@@ -95,6 +96,7 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   plan.T = T;
   plan.with_gradients = with_gradients;
   plan.relu_in_place = shape.activation == Activation::kRelu;
+  plan.recomputes = !backend.keeps_recomputable_activations();
   Carver counter(nullptr);
   carve(plan, counter, shape, backend);
   plan.memory = DeviceBuffer(backend, counter.used());

@@ -4,18 +4,17 @@
 // saves: each query row's log-sum-exp, so that no (B, H, T, T) tensor is kept and the plan grows
 // with B * T, not B * T * T, wherever the backend computes attention in tiles); branch outputs
 // before their dropout + residual add are not needed again, so all layers share one `branch`
-// buffer. The nonlinearity's output (fc_act, the widest tensor with fc) is not kept either: ReLU
-// models keep only ReLU's output, which says where its derivative is 0 as well as fc would
-// (relu_in_place); GELU models keep fc, share one fc_act among all layers, and the backward pass
-// recomputes each layer's from fc just before fc2's weight gradient reads it. Nor are LayerNorm
-// outputs: a row's output is its input (kept: the residual stream) normalised, a pass backward()
-// repeats just before the weight-gradient product reads it. All ln1 outputs share one buffer,
-// all ln2 outputs another. In bf16 each recomputing pass writes the product's bf16 operand, which
-// the product would otherwise have made in a pass of its own that read the kept tensor, so the
-// recomputation costs about nothing there. Gradients of activations that are never live at once
-// share memory too (activation_plan.cpp). A bf16 training step's peak memory (Zen 4, 2 threads):
-// shakespeare_char 2585 -> 2221 MiB (the LayerNorms and shared gradients); nanogpt_char (GELU)
-// 2795 -> 2315 MiB from fc_act alone, on top of those.
+// buffer. ReLU models keep only ReLU's output (fc_act, the widest tensor with fc), which says
+// where its derivative is 0 as well as fc would (relu_in_place). Where the backend recomputes
+// (`recomputes`: the CPU) GELU models keep fc and share one fc_act among all layers, and no layer
+// keeps its LayerNorm outputs (a row's output is its input, the kept residual stream, normalised):
+// all ln1 outputs share one buffer, all ln2 outputs another, and the backward pass refills each
+// from the layer's kept input just before the weight-gradient product reads it. In bf16 each such
+// pass writes the product's bf16 operand, which the product would otherwise have made in a pass
+// of its own over the kept tensor, so it costs about nothing there. Gradients of activations that
+// are never live at once share memory too (activation_plan.cpp). A bf16 training step's peak
+// memory (Zen 4, 2 threads): shakespeare_char 2585 -> 2221 MiB (the LayerNorms and shared
+// gradients); nanogpt_char (GELU) 2795 -> 2315 MiB from fc_act alone, on top of those.
 //
 // A plan without gradients (evaluation, generation) keeps per layer only `qkv`: generation's
 // key/value cache, which later forward passes read. Everything else a layer writes is read by the
@@ -32,14 +31,14 @@
 namespace folio {
 
 struct LayerActivations {
-  float *ln1, *ln1_mean, *ln1_rstd;  // (BT, C), (BT), (BT); with gradients ln1 is shared
+  float *ln1, *ln1_mean, *ln1_rstd;  // (BT, C), (BT), (BT); shared when the plan recomputes
   float* qkv;                         // (BT, 3A)
   float* attention_saved;             // what attention_backward needs (backend-defined size)
   float* att;                         // (BT, A) heads concatenated
   float* residual_mid;                // (BT, C) x + sa(ln1(x)) (post_norm: ln1(x) + sa(ln1(x)))
   float *ln2, *ln2_mean, *ln2_rstd;  // (BT, C), (BT), (BT); likewise
   float* fc;                          // (BT, 4C) before the nonlinearity (ReLU: after it)
-  float* fc_act;                      // (BT, 4C) after it: fc itself when relu_in_place; shared
+  float* fc_act;                      // (BT, 4C) after it: fc itself when relu_in_place
   float* residual_out;                // (BT, C) the block's output
 };
 
@@ -49,6 +48,9 @@ struct ActivationPlan {
   // ReLU's derivative is the same read from its output as from its input (out > 0 exactly when
   // in > 0), so a ReLU model keeps only the output: fc_act is fc, written in place.
   bool relu_in_place = false;
+  // Training keeps one ln1, one ln2 and one GELU output for all layers, and the backward pass
+  // recomputes each layer's (the backend's choice: Backend::keeps_recomputable_activations).
+  bool recomputes = false;
   DeviceBuffer memory;
 
   int32_t *tokens = nullptr, *targets = nullptr;  // (BT) on the device

@@ -343,7 +343,7 @@ void GPT::backward(float dloss, GradientUpdate update) {
     // x = x + ffwd(ln2(x)) (post_norm: x + ffwd(x) after x = ln2(x)): d_residual flows through
     // unchanged, d_branch into the branch
     // GELU's output was not kept (activation_plan.h): recomputed from fc for fc2's weight gradient
-    if (!act.relu_in_place)
+    if (act.recomputes && !act.relu_in_place)
       backend_.activation_forward(block.fc_act, block.fc, static_cast<size_t>(BT) * F,
                                   shape_.activation);
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
@@ -352,8 +352,9 @@ void GPT::backward(float dloss, GradientUpdate update) {
     backend_.activation_backward(act.d_fc, act.d_fc_act, block.fc, static_cast<size_t>(BT) * F,
                                  shape_.activation);
     // ln2's output was not kept (activation_plan.h): recomputed for fc's weight gradient
-    backend_.layernorm_forward(block.ln2, block.ln2_mean, block.ln2_rstd, block.residual_mid,
-                               w.ln2_weight, w.ln2_bias, BT, C);
+    if (act.recomputes)
+      backend_.layernorm_forward(block.ln2, block.ln2_mean, block.ln2_rstd, block.residual_mid,
+                                 w.ln2_weight, w.ln2_bias, BT, C);
     backend_.matmul_backward(act.d_ln, g.fc_weight, g.fc_bias, act.d_fc, block.ln2, w.fc_weight, BT,
                              C, F, update);
     // pre_norm: the stream's gradient d_residual gains ln2's; post_norm: ln2's output fed the
@@ -372,9 +373,10 @@ void GPT::backward(float dloss, GradientUpdate update) {
     backend_.attention_backward(act.d_qkv, act.d_att, block.qkv, block.attention_saved, B, T, H, hs,
                                 dropout.at(l, DropoutSite::kAttentionWeights));
     // and ln1's for qkv's, from the block's input
-    backend_.layernorm_forward(block.ln1, block.ln1_mean, block.ln1_rstd,
-                               l == 0 ? act.embedded : act.layers[l - 1].residual_out,
-                               w.ln1_weight, w.ln1_bias, BT, C);
+    if (act.recomputes)
+      backend_.layernorm_forward(block.ln1, block.ln1_mean, block.ln1_rstd,
+                                 l == 0 ? act.embedded : act.layers[l - 1].residual_out,
+                                 w.ln1_weight, w.ln1_bias, BT, C);
     backend_.matmul_backward(act.d_ln, g.qkv_weight, g.qkv_bias, act.d_qkv, block.ln1, w.qkv_weight,
                              BT, C, 3 * A, update);
     // ln1, fused with the previous block's feed-forward add
