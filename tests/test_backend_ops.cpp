@@ -407,6 +407,10 @@ TEST_P(BackendOps, CrossEntropy) {
     }
     EXPECT_LT(relative_error(vocabulary_columns, dlogits), kTolerance);
     EXPECT_EQ(padding_columns, Floats(size_t(N) * (Vp - V), 0.0f)) << "padding's gradient not 0";
+    // In place, as the model runs it: the gradient replaces the logits, the same values.
+    backend_->cross_entropy_backward(d_logits.as<float>(), d_logits.as<float>(),
+                                     d_targets.as<int32_t>(), N, V, Vp, dloss);
+    EXPECT_EQ(download(d_logits, size_t(N) * Vp), got) << "in place differs";
   }
 }
 

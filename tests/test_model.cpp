@@ -221,6 +221,32 @@ TEST(Model, WritingTheGradientsEqualsZeroingThemAndAdding) {
   }
 }
 
+// backward() writes the logits' gradient over the logits (no (B T, Vp) buffer beside them: at
+// GPT-2's vocabulary the widest tensor of a step), so reading them after it is a mistake that
+// must say so, not return gradients; and a second backward() would read gradients as logits.
+TEST(Model, TheLogitsGradientReplacesTheLogits) {
+  auto backend = cpu();
+  Config c = small_config();
+  const int B = 2, T = c.block_size, V = 5000;  // a vocabulary far wider than the model
+  GPT model(*backend, ModelShape::from_config(c, V));
+  model.initialize(c.seed, c.init_std, false);
+  model.plan(B, T, false);
+  const size_t inference_bytes = model.activation_bytes();
+  model.plan(B, T, true);
+  const size_t logits_bytes = size_t(B) * T * model.shape().padded_vocab_size * sizeof(float);
+  EXPECT_LT(model.activation_bytes() - inference_bytes, logits_bytes)
+      << "training keeps a second (B T, Vp) tensor beside the logits";
+  const auto tokens = random_tokens(B * T, V, 5), targets = random_tokens(B * T, V, 6);
+  model.forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, 1, 0});
+  EXPECT_EQ(model.read_logits().size(), size_t(B) * T * V);
+  model.backward(1.0f / (B * T), GradientUpdate::kWrite);
+  EXPECT_NE(error_message([&] { model.read_logits(); }).find("read them before"), std::string::npos);
+  EXPECT_NE(error_message([&] { model.backward(1.0f, GradientUpdate::kAdd); }).find("one backward"),
+            std::string::npos);
+  model.forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, 1, 0});
+  EXPECT_EQ(model.read_logits().size(), size_t(B) * T * V);  // a new forward's logits
+}
+
 TEST(Model, GenerationIsDeterministicPerSeed) {
   auto backend = cpu();
   const Config c = small_config();

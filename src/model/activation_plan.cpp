@@ -72,7 +72,8 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.branch = c.take<float>(BT * C);
   if (p.with_gradients) {
     // Gradients that are never live at once share memory (see the order of GPT::backward):
-    // d_logits is read by the lm_head's product before any block's; a block's d_fc is read before
+    // the logits' gradient replaces the logits (cross_entropy_backward runs in place), read by the
+    // lm_head's product before any block's gradient is written; a block's d_fc is read before
     // its d_qkv is written; d_att is read (by attention's backward) before d_ln is written, and
     // d_ln before the next d_att; branch belongs to the forward pass, d_branch to the backward.
     p.d_residual = c.take<float>(BT * C);
@@ -80,10 +81,10 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
     p.d_ln = c.take<float>(BT * std::max(C, A));
     p.d_att = p.d_ln;
     p.d_branch = p.branch;
-    p.d_fc_act = c.take<float>(BT * std::max({F, 3 * A, V}));
+    p.d_fc_act = c.take<float>(BT * std::max(F, 3 * A));
     p.d_fc = p.d_fc_act;  // each element's gradient through the nonlinearity replaces its own
     p.d_qkv = p.d_fc_act;
-    p.d_logits = p.d_fc_act;
+    p.d_logits = p.logits;
   }
 }
 

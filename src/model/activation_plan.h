@@ -73,7 +73,7 @@ struct ActivationPlan {
   float* d_qkv = nullptr;       // (BT, 3A)
   float* d_fc_act = nullptr;    // (BT, 4C)
   float* d_fc = nullptr;        // (BT, 4C) the same memory: activation_backward works in place
-  float* d_logits = nullptr;    // (BT, Vp)
+  float* d_logits = nullptr;    // (BT, Vp) the logits' own memory: their gradient replaces them
 
   size_t bytes() const { return memory.bytes(); }
 };

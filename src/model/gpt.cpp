@@ -275,6 +275,7 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   last_B_ = B;
   last_T_ = T;
   last_had_targets_ = targets != nullptr && first_row == 0;
+  logits_hold_their_gradient_ = false;
   last_dropout_ = dropout;
 }
 
@@ -288,6 +289,7 @@ void GPT::backward(float dloss, GradientUpdate update) {
   ActivationPlan& act = activations_;
   if (!act.with_gradients) throw Error("internal: plan(B, T, true) before training");
   if (!last_had_targets_) throw Error("internal: backward() needs a forward() with targets");
+  if (logits_hold_their_gradient_) throw Error("internal: one backward() per forward()");
   float* all_gradients = gradients();  // allocated here when nothing asked for them before
   if (update == GradientUpdate::kWrite)
     for (const auto& [offset, count] : added_gradients_)
@@ -299,8 +301,10 @@ void GPT::backward(float dloss, GradientUpdate update) {
   const size_t per_sample = static_cast<size_t>(T) * C;
   const DropoutContext& dropout = last_dropout_;
 
-  // logits = lm_head(ln_f(x)); the padded columns' gradient is zero, so are the padded rows'
+  // logits = lm_head(ln_f(x)); the padded columns' gradient is zero, so are the padded rows'.
+  // The gradient replaces the logits (d_logits is their memory), which nothing reads again.
   backend_.cross_entropy_backward(act.d_logits, act.logits, act.targets, BT, V, Vp, dloss);
+  logits_hold_their_gradient_ = true;
   backend_.matmul_backward(act.d_ln, grads_.lm_head_weight, grads_.lm_head_bias, act.d_logits,
                            act.lnf, weights_.lm_head_weight, BT, C, Vp, update);
   backend_.fill_zero(act.d_residual, static_cast<size_t>(BT) * C * sizeof(float));
@@ -387,7 +391,14 @@ void GPT::backward(float dloss, GradientUpdate update) {
                               act.tokens, B, T, C);
 }
 
+void GPT::check_logits_readable() const {
+  if (logits_hold_their_gradient_)
+    throw Error("internal: the logits were replaced by their gradient in backward(): read them "
+                "before it");
+}
+
 std::vector<float> GPT::logits_row(int b, int t) const {
+  check_logits_readable();
   const int V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
   std::vector<float> row(V);  // the vocabulary's columns only: padding is never sampled
   backend_.copy_to_host(row.data(),
@@ -397,6 +408,7 @@ std::vector<float> GPT::logits_row(int b, int t) const {
 }
 
 std::vector<float> GPT::read_logits() const {
+  check_logits_readable();
   const size_t V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
   const size_t rows = static_cast<size_t>(last_B_) * last_T_;
   std::vector<float> logits(rows * Vp);

@@ -80,7 +80,8 @@ class GPT {
   // gradients() (kAdd) or replacing what they held (kWrite: a step's first micro-batch, with no
   // zero_gradients() before it); dloss = 1 / (B T) gives the gradient of the mean loss.
   void backward(float dloss, GradientUpdate update);
-  // Logits of row t of sample b of the last forward (host copy), the V of the vocabulary.
+  // Logits of row t of sample b of the last forward (host copy), the V of the vocabulary. Only
+  // before backward(), whose first op replaces the logits with their gradient (in place).
   std::vector<float> logits_row(int b, int t) const;
   std::vector<float> read_logits() const;  // (B, T, V) of the last forward, padding left out
   // The feed-forward hidden values (B, T, 4C) of block `layer` in the last forward (host copy):
@@ -95,6 +96,7 @@ class GPT {
 
  private:
   std::vector<std::pair<size_t, size_t>> gradients_added_into() const;
+  void check_logits_readable() const;
 
   Backend& backend_;
   ModelShape shape_;
@@ -110,6 +112,7 @@ class GPT {
   // The shape and dropout of the last forward, which backward() differentiates.
   int last_B_ = 0, last_T_ = 0;
   bool last_had_targets_ = false;
+  bool logits_hold_their_gradient_ = false;  // backward() ran since the last forward()
   DropoutContext last_dropout_;
 };
 

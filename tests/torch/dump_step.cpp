@@ -94,16 +94,19 @@ int main(int argc, char** argv) {
       fill_random_tokens(batch, c.seed, step, static_cast<uint32_t>(first_window), V);
     });
     const float loss = static_cast<float>(training.compute_gradients(0, /*measure_loss=*/true));
-    const std::vector<float> logits = model.read_logits();
     const std::vector<float> gradients = model.read_gradients();
-    std::vector<std::vector<float>> preactivations;
-    for (int l = 0; l < c.n_layer; ++l)
-      preactivations.push_back(model.read_feed_forward_hidden(l));
-    training.update(learning_rate_at(c, 0));
     // The masks TrainingStep drew for step 0 (its one micro-batch starts at window 0).
     const DropoutContext dropout{static_cast<float>(c.dropout), c.seed, 0, 0};
     const std::vector<int32_t>& inputs = training.micro_batch(0).inputs;
     const std::vector<int32_t>& targets = training.micro_batch(0).targets;
+    // The backward pass replaced the logits with their gradient: the step's forward again, on the
+    // same weights, batch and masks, gives them back (and the same hidden values).
+    model.forward(inputs.data(), targets.data(), B, T, dropout);
+    const std::vector<float> logits = model.read_logits();
+    std::vector<std::vector<float>> preactivations;
+    for (int l = 0; l < c.n_layer; ++l)
+      preactivations.push_back(model.read_feed_forward_hidden(l));
+    training.update(learning_rate_at(c, 0));
 
     std::vector<NamedTensor> out = {
         {"inputs", {B, T}, std::vector<float>(inputs.begin(), inputs.end())},
