@@ -42,8 +42,8 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
 if [ "${AS_AVX2:-0}" = 1 ]; then
   isa="$isa; both sides held to AVX2 (AS_AVX2=1), PyTorch's capability: $(echo "$about" | field cpu_capability)"
 fi
-echo "| config | folio fp32 | folio bf16 | PyTorch seed modules | PyTorch fp32 eager | PyTorch compile | PyTorch bf16 | PyTorch bf16 + compile | folio best / PyTorch best | peak RSS folio / PyTorch |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| config | folio fp32 | folio bf16 | PyTorch seed modules | PyTorch fp32 eager | PyTorch compile | PyTorch bf16 | PyTorch bf16 + compile | folio best / PyTorch best | peak RSS folio / PyTorch best | PyTorch's least RSS |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do
   steps=$(steps_for "$config")
   declare -A runs=() rss=()
@@ -87,9 +87,15 @@ names = ["seed", "fp32 eager", "compile", "bf16", "bf16 + compile"]
 which = names[best[2:].index(torch)]
 rss = [float(x) for x in sys.argv[9:16]]  # peak MiB of each column's last run
 folio_rss, torch_rss = rss[best.index(folio)], rss[best.index(torch)]
+# The fastest mode is not always PyTorch's leanest (bf16 eager can beat bf16 + compile by a few
+# per cent with far more memory): the memory comparison names the least of any mode as well.
+leanest = min((r, names[i]) for i, r in enumerate(rss[2:]) if r == r)
 cells = " | ".join(f"{ms:.1f}" if ms == ms else "failed" for ms in best)
-print(f"| {config} | {cells} | {torch / folio:.2f}x (vs {which}) | {folio_rss:.0f} / {torch_rss:.0f} MiB |")
+print(f"| {config} | {cells} | {torch / folio:.2f}x (vs {which}) | {folio_rss:.0f} / {torch_rss:.0f} MiB "
+      f"| {leanest[0]:.0f} MiB ({leanest[1]}) |")
 print(f"<!-- {config} rounds (ms): " + "; ".join(c.strip() for c in cols) + " -->")
+print(f"<!-- {config} peak RSS (MiB), last round: folio fp32, bf16, then PyTorch's modes: " +
+      " ".join(f"{r:.0f}" for r in rss) + " -->")
 PY
   if [ -n "${FOLIO_BEFORE:-}" ]; then
     for dtype in fp32 bf16; do
