@@ -120,7 +120,7 @@ void check_bf16_linear_layer(int N, int IC, int OC) {
   auto d_pre = upload(Floats(N * OC, NAN)), d_act = upload(Floats(N * OC, NAN));
   backend->matmul_activation_forward(d_pre.as<float>(), d_act.as<float>(), d_inp.as<float>(),
                                      d_weight.as<float>(), d_bias.as<float>(), N, IC, OC,
-                                     Activation::kGelu);
+                                     Activation::kGelu, ReadBy::kAnyOp);
   EXPECT_LT(relative_error(download(d_pre, out.size()), out), 1e-5);
   Doubles act(out.size());
   reference::activation_forward(act.data(), out.data(), act.size(), Activation::kGelu);
@@ -129,7 +129,7 @@ void check_bf16_linear_layer(int N, int IC, int OC) {
   auto d_relu = upload(Floats(N * OC, NAN));
   backend->matmul_activation_forward(d_relu.as<float>(), d_relu.as<float>(), d_inp.as<float>(),
                                      d_weight.as<float>(), d_bias.as<float>(), N, IC, OC,
-                                     Activation::kRelu);
+                                     Activation::kRelu, ReadBy::kAnyOp);
   reference::activation_forward(act.data(), out.data(), act.size(), Activation::kRelu);
   EXPECT_LT(relative_error(download(d_relu, act.size()), act), 1e-5);
 }
@@ -298,14 +298,62 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
   float* fc_weight = buffer(size_t(F) * C, 18);
   float* fc_bias = buffer(F, 19);
   for (Activation kind : {Activation::kRelu, Activation::kGelu}) {
-    be.matmul_activation_forward(pre, act, ln_inp, fc_weight, fc_bias, N, C, F, kind);
+    be.matmul_activation_forward(pre, act, ln_inp, fc_weight, fc_bias, N, C, F, kind,
+                                 ReadBy::kAnyOp);
     same_as_duplicate("matmul_activation_forward", act, F, as_input(F));
-    be.activation_forward(act, pre, size_t(N) * F, kind);
+    be.activation_forward(act, pre, size_t(N) * F, kind, ReadBy::kAnyOp);
     same_as_duplicate("activation_forward", act, F, as_input(F));
     float* dact = buffer(size_t(N) * F, 20);
     float* dpre = buffer(size_t(N) * F, 21);
     be.activation_backward(dpre, dact, pre, size_t(N) * F, kind);
     same_as_duplicate("activation_backward", dpre, F, as_gradient(F));
+  }
+
+  // An output that only the next product reads (ReadBy::kNextProduct: GELU's, where the backward
+  // pass recomputes it) is written as that product's bf16 operand alone. The product as input
+  // (ffwd.net.2's forward) and as the layer input of a weight gradient (its backward) must equal
+  // those after a full write, bit for bit, the fp32 tensor must stay as it was (NaN here), and a
+  // second product reading it must fail loudly rather than round the NaNs.
+  {
+    float* only_copy = buffer(size_t(N) * F, 35);
+    const Floats nans(size_t(N) * F, NAN);
+    float* gradient = buffer(size_t(N) * OC, 36);
+    auto weight_gradient_of = [&](const float* layer_input) {
+      be.matmul_backward(dinp, dweight, nullptr, gradient, layer_input, weight, N, F, OC,
+                         GradientUpdate::kWrite);
+      return download(dweight, size_t(OC) * F);
+    };
+    auto unwritten = [&] {
+      const Floats now = download(only_copy, nans.size());
+      return std::all_of(now.begin(), now.end(), [](float x) { return std::isnan(x); });
+    };
+    for (Activation kind : {Activation::kGelu, Activation::kGeluTanh}) {
+      SCOPED_TRACE(activation_name(kind));
+      be.copy_to_device(only_copy, nans.data(), nans.size() * sizeof(float));
+      be.matmul_activation_forward(pre, act, ln_inp, fc_weight, fc_bias, N, C, F, kind,
+                                   ReadBy::kAnyOp);
+      const Floats forward_wanted = product_of_input(act, F);
+      be.matmul_activation_forward(pre, only_copy, ln_inp, fc_weight, fc_bias, N, C, F, kind,
+                                   ReadBy::kNextProduct);
+      const Floats forward_got = product_of_input(only_copy, F);
+      EXPECT_EQ(std::memcmp(forward_got.data(), forward_wanted.data(),
+                            forward_got.size() * sizeof(float)), 0);
+      EXPECT_TRUE(unwritten()) << "matmul_activation_forward wrote the fp32 output";
+
+      be.activation_forward(act, pre, size_t(N) * F, kind, ReadBy::kAnyOp);
+      const Floats backward_wanted = weight_gradient_of(act);
+      be.activation_forward(only_copy, pre, size_t(N) * F, kind, ReadBy::kNextProduct);
+      const Floats backward_got = weight_gradient_of(only_copy);
+      EXPECT_EQ(std::memcmp(backward_got.data(), backward_wanted.data(),
+                            backward_got.size() * sizeof(float)), 0);
+      EXPECT_TRUE(unwritten()) << "activation_forward wrote the fp32 output";
+      EXPECT_NE(testing::error_message([&] { product_of_input(only_copy, F); }).find("internal"),
+                std::string::npos) << "a second product read the unwritten output";
+      // Written in full again, it is an ordinary tensor.
+      be.activation_forward(only_copy, pre, size_t(N) * F, kind, ReadBy::kAnyOp);
+      product_of_input(only_copy, F);
+      EXPECT_NO_THROW(product_of_input(only_copy, F));
+    }
   }
 
   float* dln = buffer(size_t(N) * C, 22);

@@ -25,6 +25,14 @@ namespace folio {
 // configs and checkpoints as "relu", "gelu" and "gelu_tanh".
 enum class Activation { kRelu, kGelu, kGeluTanh };
 
+// Who reads an op's output. kNextProduct: the next matrix product, as its input (matmul_forward's
+// or matmul_backward's inp), and nothing after it: a backend whose products read bf16 copies of
+// their operands (the CPU with --dtype bf16) then writes that copy alone and leaves the fp32
+// output unwritten. GELU's output is such a tensor where the backward pass recomputes it
+// (activation_plan.h): it feeds ffwd.net.2 alone, and GELU's backward reads fc, not it. kAnyOp:
+// every op may read it, as an output usually is.
+enum class ReadBy { kAnyOp, kNextProduct };
+
 // How a backward op leaves a parameter's gradient: kAdd adds to what is there (gradients
 // accumulate over a step's micro-batches), kWrite replaces it (the step's first micro-batch).
 enum class GradientUpdate { kAdd, kWrite };
@@ -137,8 +145,10 @@ class Backend {
 
   // ---- elementwise nonlinearity (ReLU, exact erf GELU, or tanh GELU: see Activation) --------
   // Both may run in place (out == inp, dinp == dout). For ReLU, activation_backward's inp may be
-  // the forward's output instead of its input: out > 0 exactly where inp > 0.
-  virtual void activation_forward(float* out, const float* inp, size_t n, Activation kind) = 0;
+  // the forward's output instead of its input: out > 0 exactly where inp > 0. read_by: see ReadBy
+  // (kNextProduct: out may be left unwritten, its bf16 copy made for the product instead).
+  virtual void activation_forward(float* out, const float* inp, size_t n, Activation kind,
+                                  ReadBy read_by) = 0;
   // dinp = dout * activation'(inp)
   virtual void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                                    Activation kind) = 0;
@@ -198,13 +208,13 @@ class Backend {
   }
 
   // pre = inp @ weight^T + bias, then out = activation(pre): matmul_forward's arguments and
-  // activation_forward's output (pre is kept: activation_backward reads it). pre and out may be
-  // the same tensor (a ReLU model keeps only ReLU's output).
+  // activation_forward's output and its readers (pre is kept: activation_backward reads it). pre
+  // and out may be the same tensor (a ReLU model keeps only ReLU's output).
   virtual void matmul_activation_forward(float* pre, float* out, const float* inp,
                                          const float* weight, const float* bias, int N, int IC,
-                                         int OC, Activation kind) {
+                                         int OC, Activation kind, ReadBy out_read_by) {
     matmul_forward(pre, inp, weight, bias, N, IC, OC);
-    activation_forward(out, pre, static_cast<size_t>(N) * OC, kind);
+    activation_forward(out, pre, static_cast<size_t>(N) * OC, kind, out_read_by);
   }
 
   // ---- hooks for accelerators; the defaults are what the CPU needs ----------------------------

@@ -72,8 +72,9 @@ void ProfilingBackend::attention_backward(float* dqkv, const float* dout, const 
 }
 
 void ProfilingBackend::activation_forward(float* out, const float* inp, size_t n,
-                                          Activation kind) {
-  timed("activation forward", 0, [&] { inner_->activation_forward(out, inp, n, kind); });
+                                          Activation kind, ReadBy read_by) {
+  timed("activation forward", 0,
+        [&] { inner_->activation_forward(out, inp, n, kind, read_by); });
 }
 void ProfilingBackend::activation_backward(float* dinp, const float* dout, const float* inp,
                                            size_t n, Activation kind) {

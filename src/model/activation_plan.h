@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/device_buffer.h"
 #include "model/model_shape.h"
 
@@ -52,6 +53,14 @@ struct ActivationPlan {
   // recomputes each layer's (the backend's choice: Backend::keeps_recomputable_activations).
   bool recomputes = false;
   DeviceBuffer memory;
+
+  // Who reads fc_act. Where the plan recomputes GELU's output, each writing of it (the forward
+  // pass, the backward's refill) is read by one product of ffwd.net.2 and nothing else (GELU's
+  // backward reads fc), so the backend may write only that product's bf16 operand. A kept GELU
+  // output is read twice (forward and backward), and ReLU's is fc, whose signs its backward reads.
+  ReadBy fc_act_read_by() const {
+    return recomputes && !relu_in_place ? ReadBy::kNextProduct : ReadBy::kAnyOp;
+  }
 
   int32_t *tokens = nullptr, *targets = nullptr;  // (BT) on the device
   float* embedded = nullptr;                        // (BT, C) the residual stream into block 0

@@ -251,7 +251,7 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                                            dropout.at(l, DropoutSite::kAttentionOutput));
     // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
     backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias, rows,
-                                       C, F, shape_.activation);
+                                       C, F, shape_.activation, activations_.fc_act_read_by());
     backend_.matmul_forward(model.branch, row.fc_act, w.fc2_weight, w.fc2_bias, rows, F, C);
     const NormTensors next = norm_after(activations_, weights_, l).from_row(first, C);
     backend_.dropout_add_layernorm_forward(row.residual_out, next.out, next.mean, next.rstd,
@@ -349,7 +349,7 @@ void GPT::backward(float dloss, GradientUpdate update) {
     // GELU's output was not kept (activation_plan.h): recomputed from fc for fc2's weight gradient
     if (act.recomputes && !act.relu_in_place)
       backend_.activation_forward(block.fc_act, block.fc, static_cast<size_t>(BT) * F,
-                                  shape_.activation);
+                                  shape_.activation, act.fc_act_read_by());
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
                              w.fc2_weight, BT, F, C, update);
     // In place (d_fc is d_fc_act); block.fc is ReLU's output for ReLU models (relu_in_place)

@@ -52,10 +52,15 @@ inline float activation_derivative(float x) {
 }
 
 // out16 (and dinp16 below), unless null, gets the results rounded to bf16 in the same pass, for
-// the product that reads them next (bf16_output).
+// the product that reads them next (bf16_output); out null: that copy alone (ReadBy).
 template <Activation kKind>
 void activate_all(float* out, cpu::bf16* out16, const float* inp, size_t n) {
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+  if (out == nullptr) {
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) out16[i] = cpu::to_bf16(activate<kKind>(inp[i]));
+    return;
+  }
   if (out16) {
 #pragma omp parallel for simd schedule(static)
     for (std::ptrdiff_t i = 0; i < count; ++i) {
@@ -85,13 +90,24 @@ void activate_all_backward(float* dinp, cpu::bf16* dinp16, const float* dout, co
     dinp[i] = dout[i] * activation_derivative<kKind>(inp[i]);
 }
 
-// pre[i, :] += bias, out[i, :] = activation(pre[i, :]): one pass over the rows.
+// pre[i, :] += bias, out[i, :] = activation(pre[i, :]): one pass over the rows. out null: only
+// out16 gets them (ReadBy::kNextProduct).
 template <Activation kKind>
 void add_bias_and_activate(float* pre, float* out, cpu::bf16* out16, const float* bias, int N,
                            int OC) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     float* z = pre + static_cast<size_t>(i) * OC;
+    if (out == nullptr) {
+      cpu::bf16* y16 = out16 + static_cast<size_t>(i) * OC;
+      if (bias) {
+#pragma omp simd
+        for (int o = 0; o < OC; ++o) z[o] += bias[o];
+      }
+#pragma omp simd
+      for (int o = 0; o < OC; ++o) y16[o] = cpu::to_bf16(activate<kKind>(z[o]));
+      continue;
+    }
     float* y = out + static_cast<size_t>(i) * OC;
     if (bias) {
 #pragma omp simd
@@ -113,8 +129,11 @@ void add_bias_and_activate(float* pre, float* out, cpu::bf16* out16, const float
 
 }  // namespace
 
-void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind) {
-  cpu::bf16* out16 = bf16_output(kOperandA, out, n);
+void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind,
+                                    ReadBy read_by) {
+  bool write_fp32 = true;
+  cpu::bf16* out16 = bf16_output(kOperandA, out, n, read_by, &write_fp32);
+  if (!write_fp32) out = nullptr;
   switch (kind) {
     case Activation::kRelu:
       return activate_all<Activation::kRelu>(out, out16, inp, n);
@@ -142,17 +161,22 @@ void CpuBackend::activation_backward(float* dinp, const float* dout, const float
 // bias too (sgemm has no bias: matmul_forward would fill the output with it before the product
 // and have the product read it back, beta = 1); bf16 products add it as they write the rows, and
 // apply ReLU too when only its output is kept (pre == out): then there is no pass at all, and the
-// product that reads the output next rounds it to bf16.
+// product that reads the output next rounds it to bf16. With bf16 products, an output only the
+// next product reads (GELU's, where the backward pass recomputes it) is written as that
+// product's bf16 operand alone: `baby`'s GELU passes wrote 4 + 2 bytes an element for the 2 read.
 void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* inp,
                                            const float* weight, const float* bias, int N, int IC,
-                                           int OC, Activation kind) {
+                                           int OC, Activation kind, ReadBy out_read_by) {
   if (bf16_ && kind == Activation::kRelu && pre == out)
     return linear_bf16(out, inp, weight, bias, N, IC, OC, /*relu=*/true);
   // With bf16 products the bias is added by the product itself (matmul_forward); in fp32 by the
   // pass that applies the nonlinearity.
   matmul_forward(pre, inp, weight, bf16_ ? bias : nullptr, N, IC, OC);
   if (bf16_) bias = nullptr;
-  cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * OC);
+  bool write_fp32 = true;
+  cpu::bf16* out16 =
+      bf16_output(kOperandA, out, static_cast<size_t>(N) * OC, out_read_by, &write_fp32);
+  if (!write_fp32) out = nullptr;
   switch (kind) {
     case Activation::kRelu:
       return add_bias_and_activate<Activation::kRelu>(pre, out, out16, bias, N, OC);

@@ -63,12 +63,13 @@ class CpuBackend final : public Backend {
                          int head_size, int q_start, const DropoutSpec& dropout) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse, int B,
                           int T, int H, int head_size, const DropoutSpec& dropout) override;
-  void activation_forward(float* out, const float* inp, size_t n, Activation kind) override;
+  void activation_forward(float* out, const float* inp, size_t n, Activation kind,
+                          ReadBy read_by) override;
   void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                            Activation kind) override;
   void matmul_activation_forward(float* pre, float* out, const float* inp, const float* weight,
-                                 const float* bias, int N, int IC, int OC,
-                                 Activation kind) override;  // activation.cpp
+                                 const float* bias, int N, int IC, int OC, Activation kind,
+                                 ReadBy out_read_by) override;  // activation.cpp
   void dropout_add_forward(float* out, const float* residual, const float* branch, int B,
                            size_t per_sample, const DropoutSpec& dropout) override;
   void dropout_add_backward(float* dbranch, const float* dout, int B, size_t per_sample,
@@ -107,6 +108,11 @@ class CpuBackend final : public Backend {
   // Where an op about to write the n floats at `out` writes their bf16 copy too, for the product
   // that reads them next from `slot`; nullptr (write none) when products are fp32.
   cpu::bf16* bf16_output(Bf16Operand slot, const float* out, size_t n);
+  // bf16_output for an op whose output `read_by` reads, with `*write_fp32` false where the copy
+  // alone is written (bf16 products, ReadBy::kNextProduct): out is then recorded as unwritten, so
+  // that a product finding no copy of it fails loudly instead of rounding stale memory.
+  cpu::bf16* bf16_output(Bf16Operand slot, const float* out, size_t n, ReadBy read_by,
+                         bool* write_fp32);
   // A weight's bf16 operand: from the parameters' mirror when it lies in the parameter buffer
   // (refreshed first if out of date), else rounded into kOperandB.
   const cpu::bf16* bf16_weight(const float* weight, size_t n);
@@ -150,6 +156,7 @@ class CpuBackend final : public Backend {
     size_t count = 0;
   };
   std::array<RoundedCopy, kBf16Operands> made_by_writer_;
+  RoundedCopy left_unwritten_;  // the last fp32 output written as its bf16 copy alone
   struct ParameterMirror {
     const float* source = nullptr;  // the model's flat fp32 parameters
     size_t count = 0;

@@ -89,6 +89,10 @@ const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, s
   const bool ready = made.source == x && made.count == n;
   made = RoundedCopy{};  // a copy serves one product: the tensor may change after it
   if (ready) return buffer.data();
+  const float* unwritten = left_unwritten_.source;
+  if (unwritten != nullptr && x < unwritten + left_unwritten_.count && unwritten < x + n)
+    throw Error("internal: a product read an output written only as the bf16 copy for the "
+                "product before it (ReadBy::kNextProduct)");
   round_to_bf16(buffer.reserve(n), x, n);
   return buffer.data();
 }
@@ -101,6 +105,17 @@ cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n)
   if (!bf16_) return nullptr;
   made_by_writer_[slot] = RoundedCopy{out, n};
   return bf16_operands_[slot].reserve(n);
+}
+
+cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n, ReadBy read_by,
+                                   bool* write_fp32) {
+  cpu::bf16* copy = bf16_output(slot, out, n);
+  *write_fp32 = copy == nullptr || read_by == ReadBy::kAnyOp;
+  if (!*write_fp32)
+    left_unwritten_ = RoundedCopy{out, n};
+  else if (left_unwritten_.source == out)
+    left_unwritten_ = RoundedCopy{};
+  return copy;
 }
 
 // The parameters' bf16 mirror. Rounding a weight before each of its products cost a pass over

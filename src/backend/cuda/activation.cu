@@ -122,7 +122,8 @@ unsigned grid_for(size_t n, int sm_count) {
 
 }  // namespace
 
-void CudaBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind) {
+void CudaBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind,
+                                     ReadBy /*read_by*/) {
   if (n == 0) return;
   cuda::bf16* out_bf16 = bf16_output(out, n);
   if (vectorizable(n, {out, out_bf16, inp})) {

@@ -99,7 +99,10 @@ class CudaBackend final : public Backend {
                          int head_size, int q_start, const DropoutSpec& dropout) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
                           int B, int T, int H, int head_size, const DropoutSpec& dropout) override;
-  void activation_forward(float* out, const float* inp, size_t n, Activation kind) override;
+  // Writes out whoever reads it: the GPU keeps its activations (no recomputation), and its bf16
+  // copies are found by the fp32 tensor's address (bf16_copies.cu).
+  void activation_forward(float* out, const float* inp, size_t n, Activation kind,
+                          ReadBy read_by) override;
   void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                            Activation kind) override;
   void dropout_add_forward(float* out, const float* residual, const float* branch, int B,
