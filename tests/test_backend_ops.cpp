@@ -244,17 +244,21 @@ TEST_P(BackendOps, Activation) {
     const Floats x = random_vector<float>(n, 22, 3.0), dout = random_vector<float>(n, 23);
     auto d_x = upload(x), d_dout = upload(dout), d_out = poisoned(n), d_dx = poisoned(n);
     backend_->activation_forward(d_out.as<float>(), d_x.as<float>(), n, kind, ReadBy::kAnyOp);
-    backend_->activation_backward(d_dx.as<float>(), d_dout.as<float>(), d_x.as<float>(), n, kind);
+    backend_->activation_backward(d_dx.as<float>(), d_dout.as<float>(), d_x.as<float>(), n, kind,
+                                  ReadBy::kAnyOp);
     Doubles out(n), dx(n);
     reference::activation_forward(out.data(), widen(x).data(), n, kind);
     reference::activation_backward(dx.data(), widen(dout).data(), widen(x).data(), n, kind);
     EXPECT_LT(relative_error(download(d_out, n), out), kTolerance);
     EXPECT_LT(relative_error(download(d_dx, n), dx), kTolerance);
     // With fp32 products an output only the next product reads is still written: it reads that.
-    auto d_for_product = poisoned(n);
+    auto d_for_product = poisoned(n), d_gradient_for_product = poisoned(n);
     backend_->activation_forward(d_for_product.as<float>(), d_x.as<float>(), n, kind,
                                  ReadBy::kNextProduct);
     EXPECT_LT(relative_error(download(d_for_product, n), out), kTolerance);
+    backend_->activation_backward(d_gradient_for_product.as<float>(), d_dout.as<float>(),
+                                  d_x.as<float>(), n, kind, ReadBy::kNextProduct);
+    EXPECT_LT(relative_error(download(d_gradient_for_product, n), dx), kTolerance);
 
     // In place (the model's d_fc is its d_fc_act; a ReLU model's fc is its fc_act), and ReLU's
     // derivative read from its output, as a ReLU model keeps only that.
@@ -264,7 +268,7 @@ TEST_P(BackendOps, Activation) {
     EXPECT_LT(relative_error(download(in_place, n), out), kTolerance);
     const float* derivative_from = kind == Activation::kRelu ? in_place.as<float>() : d_x.as<float>();
     backend_->activation_backward(gradient_in_place.as<float>(), gradient_in_place.as<float>(),
-                                  derivative_from, n, kind);
+                                  derivative_from, n, kind, ReadBy::kAnyOp);
     EXPECT_LT(relative_error(download(gradient_in_place, n), dx), kTolerance);
   }
 }

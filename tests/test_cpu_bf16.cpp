@@ -305,7 +305,7 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     same_as_duplicate("activation_forward", act, F, as_input(F));
     float* dact = buffer(size_t(N) * F, 20);
     float* dpre = buffer(size_t(N) * F, 21);
-    be.activation_backward(dpre, dact, pre, size_t(N) * F, kind);
+    be.activation_backward(dpre, dact, pre, size_t(N) * F, kind, ReadBy::kAnyOp);
     same_as_duplicate("activation_backward", dpre, F, as_gradient(F));
   }
 
@@ -318,6 +318,7 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     float* only_copy = buffer(size_t(N) * F, 35);
     const Floats nans(size_t(N) * F, NAN);
     float* gradient = buffer(size_t(N) * OC, 36);
+    float* act_gradient = buffer(size_t(N) * F, 37);
     auto weight_gradient_of = [&](const float* layer_input) {
       be.matmul_backward(dinp, dweight, nullptr, gradient, layer_input, weight, N, F, OC,
                          GradientUpdate::kWrite);
@@ -347,6 +348,16 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
       EXPECT_EQ(std::memcmp(backward_got.data(), backward_wanted.data(),
                             backward_got.size() * sizeof(float)), 0);
       EXPECT_TRUE(unwritten()) << "activation_forward wrote the fp32 output";
+      // GELU's backward: d_fc, read by fc's backward product alone (its output gradient)
+      be.activation_backward(act, act_gradient, pre, size_t(N) * F, kind, ReadBy::kAnyOp);
+      const Floats gradient_wanted = product_of_gradient(act, F, ln_inp);
+      be.copy_to_device(only_copy, nans.data(), nans.size() * sizeof(float));
+      be.activation_backward(only_copy, act_gradient, pre, size_t(N) * F, kind,
+                             ReadBy::kNextProduct);
+      const Floats gradient_got = product_of_gradient(only_copy, F, ln_inp);
+      EXPECT_EQ(std::memcmp(gradient_got.data(), gradient_wanted.data(),
+                            gradient_got.size() * sizeof(float)), 0);
+      EXPECT_TRUE(unwritten()) << "activation_backward wrote the fp32 gradient";
       EXPECT_NE(testing::error_message([&] { product_of_input(only_copy, F); }).find("internal"),
                 std::string::npos) << "a second product read the unwritten output";
       // Written in full again, it is an ordinary tensor.

@@ -149,9 +149,10 @@ class Backend {
   // (kNextProduct: out may be left unwritten, its bf16 copy made for the product instead).
   virtual void activation_forward(float* out, const float* inp, size_t n, Activation kind,
                                   ReadBy read_by) = 0;
-  // dinp = dout * activation'(inp)
+  // dinp = dout * activation'(inp); dinp_read_by as activation_forward's read_by (the model's
+  // d_fc is read by the product of fc's backward alone)
   virtual void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
-                                   Activation kind) = 0;
+                                   Activation kind, ReadBy dinp_read_by) = 0;
 
   // ---- residual branch: out = residual + dropout(branch), per sample of `per_sample` values ---
   virtual void dropout_add_forward(float* out, const float* residual, const float* branch, int B,

@@ -77,8 +77,9 @@ void ProfilingBackend::activation_forward(float* out, const float* inp, size_t n
         [&] { inner_->activation_forward(out, inp, n, kind, read_by); });
 }
 void ProfilingBackend::activation_backward(float* dinp, const float* dout, const float* inp,
-                                           size_t n, Activation kind) {
-  timed("activation backward", 0, [&] { inner_->activation_backward(dinp, dout, inp, n, kind); });
+                                           size_t n, Activation kind, ReadBy dinp_read_by) {
+  timed("activation backward", 0,
+        [&] { inner_->activation_backward(dinp, dout, inp, n, kind, dinp_read_by); });
 }
 
 void ProfilingBackend::dropout_add_forward(float* out, const float* residual, const float* branch,

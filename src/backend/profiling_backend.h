@@ -63,7 +63,7 @@ class ProfilingBackend final : public Backend {
   void activation_forward(float* out, const float* inp, size_t n, Activation kind,
                           ReadBy read_by) override;
   void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
-                           Activation kind) override;
+                           Activation kind, ReadBy dinp_read_by) override;
   void dropout_add_forward(float* out, const float* residual, const float* branch, int B,
                            size_t per_sample, const DropoutSpec& dropout) override;
   void dropout_add_backward(float* dbranch, const float* dout, int B, size_t per_sample,

@@ -352,9 +352,10 @@ void GPT::backward(float dloss, GradientUpdate update) {
                                   shape_.activation, act.fc_act_read_by());
     backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
                              w.fc2_weight, BT, F, C, update);
-    // In place (d_fc is d_fc_act); block.fc is ReLU's output for ReLU models (relu_in_place)
+    // In place (d_fc is d_fc_act); block.fc is ReLU's output for ReLU models (relu_in_place).
+    // d_fc is read by fc's backward product alone (as its output gradient).
     backend_.activation_backward(act.d_fc, act.d_fc_act, block.fc, static_cast<size_t>(BT) * F,
-                                 shape_.activation);
+                                 shape_.activation, ReadBy::kNextProduct);
     // ln2's output was not kept (activation_plan.h): recomputed for fc's weight gradient
     if (act.recomputes)
       backend_.layernorm_forward(block.ln2, block.ln2_mean, block.ln2_rstd, block.residual_mid,

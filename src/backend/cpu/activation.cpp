@@ -77,6 +77,12 @@ template <Activation kKind>
 void activate_all_backward(float* dinp, cpu::bf16* dinp16, const float* dout, const float* inp,
                            size_t n) {
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+  if (dinp == nullptr) {
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i)
+      dinp16[i] = cpu::to_bf16(dout[i] * activation_derivative<kKind>(inp[i]));
+    return;
+  }
   if (dinp16) {
 #pragma omp parallel for simd schedule(static)
     for (std::ptrdiff_t i = 0; i < count; ++i) {
@@ -145,8 +151,10 @@ void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Acti
 }
 
 void CpuBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
-                                     Activation kind) {
-  cpu::bf16* dinp16 = bf16_output(kGradient, dinp, n);
+                                     Activation kind, ReadBy dinp_read_by) {
+  bool write_fp32 = true;
+  cpu::bf16* dinp16 = bf16_output(kGradient, dinp, n, dinp_read_by, &write_fp32);
+  if (!write_fp32) dinp = nullptr;
   switch (kind) {
     case Activation::kRelu:
       return activate_all_backward<Activation::kRelu>(dinp, dinp16, dout, inp, n);

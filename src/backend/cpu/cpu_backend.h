@@ -66,7 +66,7 @@ class CpuBackend final : public Backend {
   void activation_forward(float* out, const float* inp, size_t n, Activation kind,
                           ReadBy read_by) override;
   void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
-                           Activation kind) override;
+                           Activation kind, ReadBy dinp_read_by) override;
   void matmul_activation_forward(float* pre, float* out, const float* inp, const float* weight,
                                  const float* bias, int N, int IC, int OC, Activation kind,
                                  ReadBy out_read_by) override;  // activation.cpp
@@ -156,7 +156,8 @@ class CpuBackend final : public Backend {
     size_t count = 0;
   };
   std::array<RoundedCopy, kBf16Operands> made_by_writer_;
-  RoundedCopy left_unwritten_;  // the last fp32 output written as its bf16 copy alone
+  // Per slot, the last fp32 output written as its bf16 copy alone, until memory over it is written.
+  std::array<RoundedCopy, kBf16Operands> left_unwritten_;
   struct ParameterMirror {
     const float* source = nullptr;  // the model's flat fp32 parameters
     size_t count = 0;

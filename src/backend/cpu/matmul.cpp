@@ -12,6 +12,11 @@ namespace folio {
 
 namespace {
 
+// Whether the n floats at x share memory with the `count` at `source` (none when it is null).
+bool overlaps(const float* source, size_t count, const float* x, size_t n) {
+  return source != nullptr && x < source + count && source < x + n;
+}
+
 void round_to_bf16(cpu::bf16* out, const float* x, size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) out[i] = cpu::to_bf16(x[i]);
@@ -89,10 +94,10 @@ const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, s
   const bool ready = made.source == x && made.count == n;
   made = RoundedCopy{};  // a copy serves one product: the tensor may change after it
   if (ready) return buffer.data();
-  const float* unwritten = left_unwritten_.source;
-  if (unwritten != nullptr && x < unwritten + left_unwritten_.count && unwritten < x + n)
-    throw Error("internal: a product read an output written only as the bf16 copy for the "
-                "product before it (ReadBy::kNextProduct)");
+  for (const RoundedCopy& unwritten : left_unwritten_)
+    if (overlaps(unwritten.source, unwritten.count, x, n))
+      throw Error("internal: a product read an output written only as the bf16 copy for the "
+                  "product before it (ReadBy::kNextProduct)");
   round_to_bf16(buffer.reserve(n), x, n);
   return buffer.data();
 }
@@ -103,6 +108,8 @@ const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, s
 // training step, and all but the three inputs the weight gradients read again are made this way.
 cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n) {
   if (!bf16_) return nullptr;
+  for (RoundedCopy& unwritten : left_unwritten_)  // the op writes all of out in fp32
+    if (overlaps(unwritten.source, unwritten.count, out, n)) unwritten = RoundedCopy{};
   made_by_writer_[slot] = RoundedCopy{out, n};
   return bf16_operands_[slot].reserve(n);
 }
@@ -111,10 +118,7 @@ cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n,
                                    bool* write_fp32) {
   cpu::bf16* copy = bf16_output(slot, out, n);
   *write_fp32 = copy == nullptr || read_by == ReadBy::kAnyOp;
-  if (!*write_fp32)
-    left_unwritten_ = RoundedCopy{out, n};
-  else if (left_unwritten_.source == out)
-    left_unwritten_ = RoundedCopy{};
+  if (!*write_fp32) left_unwritten_[slot] = RoundedCopy{out, n};
   return copy;
 }
 
@@ -131,13 +135,15 @@ void CpuBackend::set_parameter_buffer(const float* parameters, size_t count) {
 
 void CpuBackend::wrote(const void* pointer, size_t bytes) {
   const char* begin = static_cast<const char*>(pointer);
-  auto overlaps = [&](const float* source, size_t count) {
+  auto written_over = [&](const float* source, size_t count) {
     const char* from = reinterpret_cast<const char*>(source);
     return source != nullptr && begin < from + count * sizeof(float) && from < begin + bytes;
   };
-  if (overlaps(mirror_.source, mirror_.count)) mirror_.stale = true;
+  if (written_over(mirror_.source, mirror_.count)) mirror_.stale = true;
   for (RoundedCopy& made : made_by_writer_)
-    if (overlaps(made.source, made.count)) made = RoundedCopy{};
+    if (written_over(made.source, made.count)) made = RoundedCopy{};
+  for (RoundedCopy& unwritten : left_unwritten_)
+    if (written_over(unwritten.source, unwritten.count)) unwritten = RoundedCopy{};
 }
 
 const cpu::bf16* CpuBackend::bf16_weight(const float* weight, size_t n) {

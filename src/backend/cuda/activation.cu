@@ -139,7 +139,7 @@ void CudaBackend::activation_forward(float* out, const float* inp, size_t n, Act
 }
 
 void CudaBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
-                                      Activation kind) {
+                                      Activation kind, ReadBy /*dinp_read_by*/) {
   if (n == 0) return;
   cuda::bf16* dinp_bf16 = bf16_output(dinp, n);
   if (vectorizable(n, {dinp, dinp_bf16, dout, inp})) {
