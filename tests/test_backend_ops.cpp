@@ -96,7 +96,7 @@ TEST_P(BackendOps, LayerNorm) {
     auto d_out = poisoned(N * C), d_mean = poisoned(N), d_rstd = poisoned(N);
     backend_->layernorm_forward(d_out.as<float>(), d_mean.as<float>(), d_rstd.as<float>(),
                                 d_x.as<float>(), d_w.as<float>(),
-                                with_bias ? d_b.as<float>() : nullptr, N, C);
+                                with_bias ? d_b.as<float>() : nullptr, N, C, ReadBy::kAnyOp);
     Doubles out(N * C), mean(N), rstd(N);
     reference::layernorm_forward(out.data(), mean.data(), rstd.data(), widen(x).data(),
                                  widen(w).data(), with_bias ? widen(b).data() : nullptr, N, C);
@@ -351,7 +351,8 @@ TEST_P(BackendOps, DropoutAddLayerNormFused) {
       backend_->dropout_add_layernorm_forward(d_sum.as<float>(), d_ln.as<float>(),
                                               d_mean.as<float>(), d_rstd.as<float>(),
                                               d_residual.as<float>(), d_branch.as<float>(),
-                                              d_w.as<float>(), bias, B, per_sample, C, dropout);
+                                              d_w.as<float>(), bias, B, per_sample, C, dropout,
+                                              ReadBy::kAnyOp);
       Doubles sum(N * C), ln(N * C), mean(N), rstd(N);
       reference::dropout_add_forward(sum.data(), widen(residual).data(), widen(branch).data(), B,
                                      per_sample, dropout);

@@ -283,14 +283,14 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
   float* rstd = buffer(N, 10);
   float* ln_weight = buffer(C, 11);
   float* ln_bias = buffer(C, 12);
-  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C);
+  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C, ReadBy::kAnyOp);
   same_as_duplicate("layernorm_forward", ln_out, C, as_input(C));
 
   float* residual = buffer(size_t(N) * C, 13);
   float* branch = buffer(size_t(N) * C, 14);
   float* residual_out = buffer(size_t(N) * C, 15);
   be.dropout_add_layernorm_forward(residual_out, ln_out, mean, rstd, residual, branch, ln_weight,
-                                   ln_bias, B, size_t(T) * C, C, dropout);
+                                   ln_bias, B, size_t(T) * C, C, dropout, ReadBy::kAnyOp);
   same_as_duplicate("dropout_add_layernorm_forward", ln_out, C, as_input(C));
 
   float* pre = buffer(size_t(N) * F, 16);
@@ -365,6 +365,34 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
       product_of_input(only_copy, F);
       EXPECT_NO_THROW(product_of_input(only_copy, F));
     }
+    // A pre_norm block's LayerNorm outputs (qkv's and fc's input), alone and fused with the
+    // residual add, with a bias and without.
+    const Floats row_nans(size_t(N) * C, NAN);
+    const float* no_bias = nullptr;
+    for (const float* bias : {static_cast<const float*>(ln_bias), no_bias}) {
+      SCOPED_TRACE(bias ? "LayerNorm with a bias" : "LayerNorm without a bias");
+      be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, bias, N, C, ReadBy::kAnyOp);
+      const Floats alone_wanted = product_of_input(ln_out, C);
+      be.copy_to_device(only_copy, row_nans.data(), row_nans.size() * sizeof(float));
+      be.layernorm_forward(only_copy, mean, rstd, ln_inp, ln_weight, bias, N, C,
+                           ReadBy::kNextProduct);
+      const Floats alone_got = product_of_input(only_copy, C);
+      EXPECT_EQ(std::memcmp(alone_got.data(), alone_wanted.data(),
+                            alone_got.size() * sizeof(float)), 0);
+      be.dropout_add_layernorm_forward(residual_out, ln_out, mean, rstd, residual, branch,
+                                       ln_weight, bias, B, size_t(T) * C, C, dropout,
+                                       ReadBy::kAnyOp);
+      const Floats fused_wanted = product_of_input(ln_out, C);
+      be.dropout_add_layernorm_forward(residual_out, only_copy, mean, rstd, residual, branch,
+                                       ln_weight, bias, B, size_t(T) * C, C, dropout,
+                                       ReadBy::kNextProduct);
+      const Floats fused_got = product_of_input(only_copy, C);
+      EXPECT_EQ(std::memcmp(fused_got.data(), fused_wanted.data(),
+                            fused_got.size() * sizeof(float)), 0);
+      const Floats now = download(only_copy, row_nans.size());
+      EXPECT_TRUE(std::all_of(now.begin(), now.end(), [](float x) { return std::isnan(x); }))
+          << "a LayerNorm wrote the fp32 output";
+    }
   }
 
   float* dln = buffer(size_t(N) * C, 22);
@@ -405,11 +433,11 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
 
   // A write between the writer and the product: through the backend, and straight into memory
   // (CPU memory is host memory) after the copy served its one product.
-  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C);
+  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C, ReadBy::kAnyOp);
   const Floats other = random_vector<float>(size_t(N) * C, 32);
   be.copy_to_device(ln_out, other.data(), other.size() * sizeof(float));
   same_as_duplicate("copy_to_device after layernorm_forward", ln_out, C, as_input(C));
-  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C);
+  be.layernorm_forward(ln_out, mean, rstd, ln_inp, ln_weight, ln_bias, N, C, ReadBy::kAnyOp);
   product_of_input(ln_out, C);
   ln_out[5] += 1.0f;
   same_as_duplicate("a second product after layernorm_forward", ln_out, C, as_input(C));

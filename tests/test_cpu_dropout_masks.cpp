@@ -58,13 +58,13 @@ Floats residual_gradient(const char* dtype, bool another_forward) {
   backend->dropout_add_layernorm_forward(residual_out.data(), ln_out.data(), mean.data(),
                                          rstd.data(), residual.data(), branch.data(),
                                          weight.data(), bias.data(), B, per_sample, C,
-                                         residual_dropout(5));
+                                         residual_dropout(5), ReadBy::kAnyOp);
   if (another_forward) {
     Floats other_out(n), other_ln(n), other_mean(B * T), other_rstd(B * T);
     backend->dropout_add_layernorm_forward(other_out.data(), other_ln.data(), other_mean.data(),
                                            other_rstd.data(), residual.data(), branch.data(),
                                            weight.data(), bias.data(), B, per_sample, C,
-                                           residual_dropout(6));
+                                           residual_dropout(6), ReadBy::kAnyOp);
   }
   Floats dinp(n, 0.0f), dbranch(n), dweight(C, 0.0f), dbias(C, 0.0f);
   backend->layernorm_dropout_add_backward(dinp.data(), dbranch.data(), dweight.data(),

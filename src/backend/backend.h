@@ -108,9 +108,12 @@ class Backend {
                                   const int32_t* tokens, int B, int T, int C) = 0;
 
   // ---- layernorm over the last axis (eps 1e-5); bias may be null ----------------------------
-  // Saves mean and rstd = 1/sqrt(var + eps) per row for the backward pass.
+  // Saves mean and rstd = 1/sqrt(var + eps) per row for the backward pass (which reads inp,
+  // mean and rstd, never out). out_read_by: see ReadBy (a pre_norm block's ln1 and ln2 outputs
+  // feed one product each, where the backward pass recomputes them).
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                 const float* weight, const float* bias, int N, int C) = 0;
+                                 const float* weight, const float* bias, int N, int C,
+                                 ReadBy out_read_by) = 0;
   // dinp +=, dweight +=, dbias += (bias gradient skipped when dbias is null)
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
@@ -191,10 +194,10 @@ class Backend {
                                              float* rstd, const float* residual,
                                              const float* branch, const float* weight,
                                              const float* bias, int B, size_t per_sample, int C,
-                                             const DropoutSpec& dropout) {
+                                             const DropoutSpec& dropout, ReadBy ln_out_read_by) {
     dropout_add_forward(residual_out, residual, branch, B, per_sample, dropout);
     layernorm_forward(ln_out, mean, rstd, residual_out, weight, bias,
-                      static_cast<int>(B * per_sample / C), C);
+                      static_cast<int>(B * per_sample / C), C, ln_out_read_by);
   }
   // layernorm_backward (dinp +=, dweight +=, dbias +=), then dbranch = dropout_add_backward of
   // the updated dinp: from a LayerNorm's output back into the residual branch that fed it.

@@ -29,9 +29,11 @@ void ProfilingBackend::embedding_backward(float* dwte, float* dwpe, const float*
 }
 
 void ProfilingBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                         const float* weight, const float* bias, int N, int C) {
-  timed("layernorm forward", 0,
-        [&] { inner_->layernorm_forward(out, mean, rstd, inp, weight, bias, N, C); });
+                                         const float* weight, const float* bias, int N, int C,
+                                         ReadBy out_read_by) {
+  timed("layernorm forward", 0, [&] {
+    inner_->layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, out_read_by);
+  });
 }
 void ProfilingBackend::layernorm_backward(float* dinp, float* dweight, float* dbias,
                                           const float* dout, const float* inp,
@@ -124,10 +126,12 @@ void ProfilingBackend::dropout_add_layernorm_forward(float* residual_out, float*
                                                      const float* residual, const float* branch,
                                                      const float* weight, const float* bias,
                                                      int B, size_t per_sample, int C,
-                                                     const DropoutSpec& dropout) {
+                                                     const DropoutSpec& dropout,
+                                                     ReadBy ln_out_read_by) {
   timed("dropout+residual+layernorm forward", 0, [&] {
     inner_->dropout_add_layernorm_forward(residual_out, ln_out, mean, rstd, residual, branch,
-                                          weight, bias, B, per_sample, C, dropout);
+                                          weight, bias, B, per_sample, C, dropout,
+                                          ln_out_read_by);
   });
 }
 void ProfilingBackend::layernorm_dropout_add_backward(float* dinp, float* dbranch, float* dweight,

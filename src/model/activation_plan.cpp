@@ -97,6 +97,7 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   plan.T = T;
   plan.with_gradients = with_gradients;
   plan.relu_in_place = shape.activation == Activation::kRelu;
+  plan.post_norm = shape.block_order == BlockOrder::kPostNorm;
   plan.recomputes = !backend.keeps_recomputable_activations();
   Carver counter(nullptr);
   carve(plan, counter, shape, backend);

@@ -51,6 +51,7 @@ struct ActivationPlan {
   // ReLU's derivative is the same read from its output as from its input (out > 0 exactly when
   // in > 0), so a ReLU model keeps only the output: fc_act is fc, written in place.
   bool relu_in_place = false;
+  bool post_norm = false;  // seed 004's blocks: each LayerNorm's output replaces the stream
   // Training keeps one ln1, one ln2 and one GELU output for all layers, and the backward pass
   // recomputes each layer's (the backend's choice: Backend::keeps_recomputable_activations).
   bool recomputes = false;
@@ -62,6 +63,13 @@ struct ActivationPlan {
   // output is read twice (forward and backward), and ReLU's is fc, whose signs its backward reads.
   ReadBy fc_act_read_by() const {
     return recomputes && !relu_in_place ? ReadBy::kNextProduct : ReadBy::kAnyOp;
+  }
+  // Who reads a block's ln1 and ln2 outputs. Where the plan recomputes them, a pre_norm block's
+  // are read by one product after each writing (qkv's, fc's; LayerNorm's backward reads its input
+  // and statistics); post_norm's are the residual stream as well. ln_f's output is kept for the
+  // lm_head's weight gradient: not one of these.
+  ReadBy block_ln_read_by() const {
+    return recomputes && !post_norm ? ReadBy::kNextProduct : ReadBy::kAnyOp;
   }
 
   int32_t *tokens = nullptr, *targets = nullptr;  // (BT) on the device

@@ -11,14 +11,16 @@ namespace folio {
 
 namespace {
 
-// A LayerNorm's output and saved row statistics, and its weight and bias (or their gradients).
+// A LayerNorm's output and saved row statistics, and its weight and bias (or their gradients),
+// and who reads its output (ActivationPlan::block_ln_read_by).
 struct NormTensors {
   float *out, *mean, *rstd;
   float *weight, *bias;
+  ReadBy out_read_by = ReadBy::kAnyOp;
 
   // The same from row `first` on (see BlockRows); the weights are not per row.
   NormTensors from_row(size_t first, size_t C) const {
-    return {out + first * C, mean + first, rstd + first, weight, bias};
+    return {out + first * C, mean + first, rstd + first, weight, bias, out_read_by};
   }
 };
 
@@ -28,7 +30,8 @@ NormTensors norm_after(ActivationPlan& plan, const ModelTensors& tensors, int l)
   if (l + 1 < static_cast<int>(plan.layers.size())) {
     LayerActivations& next = plan.layers[l + 1];
     const LayerTensors& t = tensors.layers[l + 1];
-    return {next.ln1, next.ln1_mean, next.ln1_rstd, t.ln1_weight, t.ln1_bias};
+    return {next.ln1, next.ln1_mean, next.ln1_rstd, t.ln1_weight, t.ln1_bias,
+            plan.block_ln_read_by()};
   }
   return {plan.lnf, plan.lnf_mean, plan.lnf_rstd, tensors.lnf_weight, tensors.lnf_bias};
 }
@@ -231,7 +234,8 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   // Each residual add runs fused with the LayerNorm that reads its result: ln2 inside a block, and
   // the next block's ln1 (ln_f after the last block) at its end; only the first ln1 runs alone.
   const NormTensors ln1 = norm_after(activations_, weights_, -1).from_row(first, C);
-  backend_.layernorm_forward(ln1.out, ln1.mean, ln1.rstd, x, ln1.weight, ln1.bias, rows, C);
+  backend_.layernorm_forward(ln1.out, ln1.mean, ln1.rstd, x, ln1.weight, ln1.bias, rows, C,
+                             ln1.out_read_by);
   // pre_norm adds each branch to the residual stream x; post_norm (seed 004) to the LayerNorm's
   // output, which replaces the stream: x = ln1(x); x = x + sa(x); x = ln2(x); x = x + ffwd(x).
   const bool post_norm = shape_.block_order == BlockOrder::kPostNorm;
@@ -248,7 +252,8 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
     backend_.dropout_add_layernorm_forward(row.residual_mid, row.ln2, row.ln2_mean, row.ln2_rstd,
                                            post_norm ? ln1_out : x, model.branch, w.ln2_weight,
                                            w.ln2_bias, B, per_sample, C,
-                                           dropout.at(l, DropoutSite::kAttentionOutput));
+                                           dropout.at(l, DropoutSite::kAttentionOutput),
+                                           activations_.block_ln_read_by());
     // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
     backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias, rows,
                                        C, F, shape_.activation, activations_.fc_act_read_by());
@@ -257,7 +262,8 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
     backend_.dropout_add_layernorm_forward(row.residual_out, next.out, next.mean, next.rstd,
                                            post_norm ? row.ln2 : row.residual_mid, model.branch,
                                            next.weight, next.bias, B, per_sample, C,
-                                           dropout.at(l, DropoutSite::kFeedForwardOutput));
+                                           dropout.at(l, DropoutSite::kFeedForwardOutput),
+                                           next.out_read_by);
     x = row.residual_out;
   }
   // logits = lm_head(ln_f(x)), ln_f having run with the last residual add; (rows, Vp), of which
@@ -359,7 +365,7 @@ void GPT::backward(float dloss, GradientUpdate update) {
     // ln2's output was not kept (activation_plan.h): recomputed for fc's weight gradient
     if (act.recomputes)
       backend_.layernorm_forward(block.ln2, block.ln2_mean, block.ln2_rstd, block.residual_mid,
-                                 w.ln2_weight, w.ln2_bias, BT, C);
+                                 w.ln2_weight, w.ln2_bias, BT, C, act.block_ln_read_by());
     backend_.matmul_backward(act.d_ln, g.fc_weight, g.fc_bias, act.d_fc, block.ln2, w.fc_weight, BT,
                              C, F, update);
     // pre_norm: the stream's gradient d_residual gains ln2's; post_norm: ln2's output fed the
@@ -381,7 +387,7 @@ void GPT::backward(float dloss, GradientUpdate update) {
     if (act.recomputes)
       backend_.layernorm_forward(block.ln1, block.ln1_mean, block.ln1_rstd,
                                  l == 0 ? act.embedded : act.layers[l - 1].residual_out,
-                                 w.ln1_weight, w.ln1_bias, BT, C);
+                                 w.ln1_weight, w.ln1_bias, BT, C, act.block_ln_read_by());
     backend_.matmul_backward(act.d_ln, g.qkv_weight, g.qkv_bias, act.d_qkv, block.ln1, w.qkv_weight,
                              BT, C, 3 * A, update);
     // ln1, fused with the previous block's feed-forward add

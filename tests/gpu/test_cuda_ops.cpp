@@ -237,7 +237,7 @@ TEST_F(CudaOps, FusedResidualAddAndLayerNormMatchTheTwoOps) {
     backend->dropout_add_layernorm_forward(d_sum.as<float>(), d_ln.as<float>(), d_mean.as<float>(),
                                            d_rstd.as<float>(), d_residual.as<float>(),
                                            d_branch.as<float>(), d_w.as<float>(), d_b.as<float>(),
-                                           B, per_sample, C, dropout);
+                                           B, per_sample, C, dropout, ReadBy::kAnyOp);
     Doubles sum(N * C), ln(N * C), mean(N), rstd(N);
     reference::dropout_add_forward(sum.data(), widened(residual).data(), widened(branch).data(), B,
                                    per_sample, dropout);
@@ -278,7 +278,7 @@ TEST_F(CudaOps, LayerNormAtTheModelsWidth) {
   auto d_rstd = to_device(*backend, Floats(N)), d_dx = to_device(*backend, Floats(x.size(), 0.0f));
   auto d_dw = to_device(*backend, Floats(C, 0.0f));
   backend->layernorm_forward(d_out.as<float>(), d_mean.as<float>(), d_rstd.as<float>(),
-                             d_x.as<float>(), d_w.as<float>(), nullptr, N, C);
+                             d_x.as<float>(), d_w.as<float>(), nullptr, N, C, ReadBy::kAnyOp);
   backend->layernorm_backward(d_dx.as<float>(), d_dw.as<float>(), nullptr, d_dout.as<float>(),
                               d_x.as<float>(), d_w.as<float>(), d_mean.as<float>(),
                               d_rstd.as<float>(), N, C);
@@ -340,7 +340,7 @@ TEST_F(CudaOps, Bf16CopiesOfActivationsFollowEveryWrite) {
   auto normalized = [&](uint32_t seed) {  // the producer writes the fp32 values and the copy
     auto d_x = to_device(*backend, random_vector<float>(size_t(N) * C, seed));
     backend->layernorm_forward(d_ln.as<float>(), d_mean.as<float>(), d_rstd.as<float>(),
-                               d_x.as<float>(), d_gamma.as<float>(), nullptr, N, C);
+                               d_x.as<float>(), d_gamma.as<float>(), nullptr, N, C, ReadBy::kAnyOp);
     return to_host(*backend, d_ln, size_t(N) * C);
   };
   EXPECT_LT(product_of(normalized(23)), kBf16Product);  // first read: converted and kept

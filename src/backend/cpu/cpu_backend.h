@@ -45,7 +45,8 @@ class CpuBackend final : public Backend {
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                           int B, int T, int C) override;
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                         const float* weight, const float* bias, int N, int C) override;
+                         const float* weight, const float* bias, int N, int C,
+                         ReadBy out_read_by) override;
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
                           const float* rstd, int N, int C) override;
@@ -82,7 +83,8 @@ class CpuBackend final : public Backend {
   void dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean, float* rstd,
                                      const float* residual, const float* branch,
                                      const float* weight, const float* bias, int B,
-                                     size_t per_sample, int C, const DropoutSpec& dropout) override;
+                                     size_t per_sample, int C, const DropoutSpec& dropout,
+                                     ReadBy ln_out_read_by) override;
   void layernorm_dropout_add_backward(float* dinp, float* dbranch, float* dweight, float* dbias,
                                       const float* dout, const float* inp, const float* weight,
                                       const float* mean, const float* rstd, int B,

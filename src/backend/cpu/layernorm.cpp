@@ -21,7 +21,7 @@ namespace folio {
 namespace {
 
 // y = (x - mean) * rstd * weight + bias over one row of C; returns mean and rstd. y16, unless
-// null, gets y rounded to bf16 (for the product that reads y next).
+// null, gets y rounded to bf16 (for the product that reads y next); y null: y16 alone (ReadBy).
 void normalize_row(float* y, cpu::bf16* y16, float& mean, float& rstd, const float* x,
                    const float* weight, const float* bias, int C) {
   float sum = 0.0f;
@@ -32,6 +32,18 @@ void normalize_row(float* y, cpu::bf16* y16, float& mean, float& rstd, const flo
 #pragma omp simd reduction(+ : squares)
   for (int c = 0; c < C; ++c) squares += (x[c] - m) * (x[c] - m);
   const float s = 1.0f / std::sqrt(squares / C + static_cast<float>(reference::kLayerNormEps));
+  mean = m;
+  rstd = s;
+  if (y == nullptr) {  // the same expressions as below, so the same roundings
+    if (bias) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) y16[c] = cpu::to_bf16((x[c] - m) * s * weight[c] + bias[c]);
+    } else {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) y16[c] = cpu::to_bf16((x[c] - m) * s * weight[c]);
+    }
+    return;
+  }
   if (bias) {
 #pragma omp simd
     for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
@@ -43,8 +55,6 @@ void normalize_row(float* y, cpu::bf16* y16, float& mean, float& rstd, const flo
 #pragma omp simd
     for (int c = 0; c < C; ++c) y16[c] = cpu::to_bf16(y[c]);
   }
-  mean = m;
-  rstd = s;
 }
 
 // The dropout multipliers of rows first..last-1 (all of one sample) of a residual branch whose
@@ -74,11 +84,14 @@ void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int 
 }  // namespace
 
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                   const float* weight, const float* bias, int N, int C) {
-  cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * C);
+                                   const float* weight, const float* bias, int N, int C,
+                                   ReadBy out_read_by) {
+  bool write_fp32 = true;
+  cpu::bf16* out16 =
+      bf16_output(kOperandA, out, static_cast<size_t>(N) * C, out_read_by, &write_fp32);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i)
-    normalize_row(out + static_cast<size_t>(i) * C,
+    normalize_row(write_fp32 ? out + static_cast<size_t>(i) * C : nullptr,
                   out16 ? out16 + static_cast<size_t>(i) * C : nullptr, mean[i], rstd[i],
                   inp + static_cast<size_t>(i) * C, weight, bias, C);
 }
@@ -87,10 +100,12 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
                                                float* rstd, const float* residual,
                                                const float* branch, const float* weight,
                                                const float* bias, int B, size_t per_sample, int C,
-                                               const DropoutSpec& dropout) {
+                                               const DropoutSpec& dropout, ReadBy ln_out_read_by) {
   const int N = static_cast<int>(B * per_sample / C);
   const int rows_per_sample = static_cast<int>(per_sample / C);
-  cpu::bf16* ln_out16 = bf16_output(kOperandA, ln_out, static_cast<size_t>(N) * C);
+  bool write_fp32 = true;
+  cpu::bf16* ln_out16 =
+      bf16_output(kOperandA, ln_out, static_cast<size_t>(N) * C, ln_out_read_by, &write_fp32);
   const cpu::MaskBits masks = dropout.active()
                                   ? dropout_masks_.record(dropout, B, rows_per_sample, C)
                                   : cpu::MaskBits{};
@@ -120,8 +135,8 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
 #pragma omp simd
           for (int c = 0; c < C; ++c) x[c] = residual[offset + c] + branch[offset + c];
         }
-        normalize_row(ln_out + offset, ln_out16 ? ln_out16 + offset : nullptr, mean[i], rstd[i],
-                      x, weight, bias, C);
+        normalize_row(write_fp32 ? ln_out + offset : nullptr,
+                      ln_out16 ? ln_out16 + offset : nullptr, mean[i], rstd[i], x, weight, bias, C);
       }
     }
   }

@@ -381,7 +381,8 @@ void with_quads(int quads, Launch&& launch) {
 }  // namespace
 
 void CudaBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                    const float* weight, const float* bias, int N, int C) {
+                                    const float* weight, const float* bias, int N, int C,
+                                    ReadBy /*out_read_by: the GPU keeps and writes every output*/) {
   if (N == 0) return;
   bf16* out_bf16 = bf16_output(out, size_t(N) * C);
   wrote(mean, N * sizeof(float));
@@ -404,10 +405,12 @@ void CudaBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_o
                                                 float* rstd, const float* residual,
                                                 const float* branch, const float* weight,
                                                 const float* bias, int B, size_t per_sample, int C,
-                                                const DropoutSpec& dropout) {
+                                                const DropoutSpec& dropout,
+                                                ReadBy ln_out_read_by) {
   if (!options_.fused_kernels)
     return Backend::dropout_add_layernorm_forward(residual_out, ln_out, mean, rstd, residual,
-                                                  branch, weight, bias, B, per_sample, C, dropout);
+                                                  branch, weight, bias, B, per_sample, C, dropout,
+                                                  ln_out_read_by);
   const int N = static_cast<int>(B * per_sample / C);
   if (N == 0) return;
   wrote(residual_out, size_t(N) * C * sizeof(float));
