@@ -11,12 +11,13 @@
 // all ln1 outputs share one buffer, all ln2 outputs another, and the backward pass refills each
 // from the layer's kept input just before the weight-gradient product reads it. In bf16 each such
 // pass writes the product's bf16 operand, which the product would otherwise have made in a pass
-// of its own over the kept tensor, so it costs about nothing there; GELU's output, read by one
-// product after each writing, is written as that product's bf16 operand alone (fc_act_read_by),
-// so with bf16 products the shared fc_act is never touched. Gradients of activations that are
+// of its own over the kept tensor, so it costs about nothing there; GELU's output and a pre_norm
+// block's LayerNorm outputs, read by one product after each writing, are written as that
+// product's bf16 operand alone (fc_act_read_by, block_ln_read_by), so with bf16 products the
+// shared fc_act, ln1 and ln2 are never touched. Gradients of activations that are
 // never live at once share memory too (activation_plan.cpp), and the logits' gradient replaces
 // the logits. A bf16 training step's peak memory (Zen 4, 2 threads, README "Recomputed, not
-// kept"): shakespeare_char 2433 -> 2069 MiB, nanogpt_char (GELU) 3007 -> 2163 -> 2069 MiB.
+// kept"): shakespeare_char 2433 -> 2069 -> 2023 MiB, nanogpt_char (GELU) 3007 -> 2163 -> 2021.
 //
 // A plan without gradients (evaluation, generation) keeps per layer only `qkv`: generation's
 // key/value cache, which later forward passes read. Everything else a layer writes is read by the
