@@ -25,12 +25,13 @@ namespace folio {
 // configs and checkpoints as "relu", "gelu" and "gelu_tanh".
 enum class Activation { kRelu, kGelu, kGeluTanh };
 
-// Who reads an op's output. kNextProduct: the next matrix product, as its input (matmul_forward's
-// or matmul_backward's inp), and nothing after it: a backend whose products read bf16 copies of
-// their operands (the CPU with --dtype bf16) then writes that copy alone and leaves the fp32
-// output unwritten. GELU's output is such a tensor where the backward pass recomputes it
-// (activation_plan.h): it feeds ffwd.net.2 alone, and GELU's backward reads fc, not it. kAnyOp:
-// every op may read it, as an output usually is.
+// Who reads an op's output. kNextProduct: the next matrix product (as its input, or as the
+// output gradient of a backward product), and nothing after it: a backend whose products read
+// bf16 copies of their operands (the CPU with --dtype bf16) then writes that copy alone and
+// leaves the fp32 output unwritten. Such tensors, where the backward pass recomputes them
+// (activation_plan.h): GELU's output, which feeds ffwd.net.2 alone (GELU's backward reads fc),
+// and a pre_norm block's LayerNorm outputs; and always d_fc, which only fc's backward products
+// read. kAnyOp: every op may read it, as an output usually is.
 enum class ReadBy { kAnyOp, kNextProduct };
 
 // How a backward op leaves a parameter's gradient: kAdd adds to what is there (gradients
