@@ -233,7 +233,7 @@ class Backend {
   // each for all layers, which backward() refills from the layer's kept inputs just before the
   // product that reads them (activation_plan.h). The CPU recomputes: 15-28% less memory for a
   // pass over one tensor, which in bf16 replaces the pass that would round the kept tensor for
-  // the product (GELU's erf still costs a GELU model about 4% of its step). A GPU keeps them:
+  // the product (GELU's erf again costs a GELU model a few per cent of its step). A GPU keeps them:
   // each pass is a kernel in a step of a few milliseconds, and its bf16 copies of kept tensors
   // outlive the forward pass.
   virtual bool keeps_recomputable_activations() const { return false; }

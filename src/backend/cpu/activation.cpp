@@ -137,9 +137,7 @@ void add_bias_and_activate(float* pre, float* out, cpu::bf16* out16, const float
 
 void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind,
                                     ReadBy read_by) {
-  bool write_fp32 = true;
-  cpu::bf16* out16 = bf16_output(kOperandA, out, n, read_by, &write_fp32);
-  if (!write_fp32) out = nullptr;
+  cpu::bf16* out16 = bf16_output(kOperandA, out, n, read_by);  // out null: the copy alone
   switch (kind) {
     case Activation::kRelu:
       return activate_all<Activation::kRelu>(out, out16, inp, n);
@@ -152,9 +150,7 @@ void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Acti
 
 void CpuBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                                      Activation kind, ReadBy dinp_read_by) {
-  bool write_fp32 = true;
-  cpu::bf16* dinp16 = bf16_output(kGradient, dinp, n, dinp_read_by, &write_fp32);
-  if (!write_fp32) dinp = nullptr;
+  cpu::bf16* dinp16 = bf16_output(kGradient, dinp, n, dinp_read_by);  // dinp null: the copy alone
   switch (kind) {
     case Activation::kRelu:
       return activate_all_backward<Activation::kRelu>(dinp, dinp16, dout, inp, n);
@@ -181,10 +177,7 @@ void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* 
   // pass that applies the nonlinearity.
   matmul_forward(pre, inp, weight, bf16_ ? bias : nullptr, N, IC, OC);
   if (bf16_) bias = nullptr;
-  bool write_fp32 = true;
-  cpu::bf16* out16 =
-      bf16_output(kOperandA, out, static_cast<size_t>(N) * OC, out_read_by, &write_fp32);
-  if (!write_fp32) out = nullptr;
+  cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * OC, out_read_by);
   switch (kind) {
     case Activation::kRelu:
       return add_bias_and_activate<Activation::kRelu>(pre, out, out16, bias, N, OC);

@@ -110,11 +110,11 @@ class CpuBackend final : public Backend {
   // Where an op about to write the n floats at `out` writes their bf16 copy too, for the product
   // that reads them next from `slot`; nullptr (write none) when products are fp32.
   cpu::bf16* bf16_output(Bf16Operand slot, const float* out, size_t n);
-  // bf16_output for an op whose output `read_by` reads, with `*write_fp32` false where the copy
-  // alone is written (bf16 products, ReadBy::kNextProduct): out is then recorded as unwritten, so
-  // that a product finding no copy of it fails loudly instead of rounding stale memory.
-  cpu::bf16* bf16_output(Bf16Operand slot, const float* out, size_t n, ReadBy read_by,
-                         bool* write_fp32);
+  // bf16_output for an op whose output `read_by` reads. Where the copy alone is written (bf16
+  // products, ReadBy::kNextProduct) `out` is set to null, for the op to skip the fp32 values, and
+  // the tensor is recorded as unwritten, so that a product finding no copy of it fails loudly
+  // instead of rounding stale memory.
+  cpu::bf16* bf16_output(Bf16Operand slot, float*& out, size_t n, ReadBy read_by);
   // A weight's bf16 operand: from the parameters' mirror when it lies in the parameter buffer
   // (refreshed first if out of date), else rounded into kOperandB.
   const cpu::bf16* bf16_weight(const float* weight, size_t n);

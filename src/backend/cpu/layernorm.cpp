@@ -86,12 +86,10 @@ void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int 
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                    const float* weight, const float* bias, int N, int C,
                                    ReadBy out_read_by) {
-  bool write_fp32 = true;
-  cpu::bf16* out16 =
-      bf16_output(kOperandA, out, static_cast<size_t>(N) * C, out_read_by, &write_fp32);
+  cpu::bf16* out16 = bf16_output(kOperandA, out, static_cast<size_t>(N) * C, out_read_by);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i)
-    normalize_row(write_fp32 ? out + static_cast<size_t>(i) * C : nullptr,
+    normalize_row(out ? out + static_cast<size_t>(i) * C : nullptr,
                   out16 ? out16 + static_cast<size_t>(i) * C : nullptr, mean[i], rstd[i],
                   inp + static_cast<size_t>(i) * C, weight, bias, C);
 }
@@ -103,9 +101,7 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
                                                const DropoutSpec& dropout, ReadBy ln_out_read_by) {
   const int N = static_cast<int>(B * per_sample / C);
   const int rows_per_sample = static_cast<int>(per_sample / C);
-  bool write_fp32 = true;
-  cpu::bf16* ln_out16 =
-      bf16_output(kOperandA, ln_out, static_cast<size_t>(N) * C, ln_out_read_by, &write_fp32);
+  cpu::bf16* ln_out16 = bf16_output(kOperandA, ln_out, static_cast<size_t>(N) * C, ln_out_read_by);
   const cpu::MaskBits masks = dropout.active()
                                   ? dropout_masks_.record(dropout, B, rows_per_sample, C)
                                   : cpu::MaskBits{};
@@ -135,7 +131,7 @@ void CpuBackend::dropout_add_layernorm_forward(float* residual_out, float* ln_ou
 #pragma omp simd
           for (int c = 0; c < C; ++c) x[c] = residual[offset + c] + branch[offset + c];
         }
-        normalize_row(write_fp32 ? ln_out + offset : nullptr,
+        normalize_row(ln_out ? ln_out + offset : nullptr,
                       ln_out16 ? ln_out16 + offset : nullptr, mean[i], rstd[i], x, weight, bias, C);
       }
     }

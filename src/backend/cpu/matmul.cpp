@@ -114,11 +114,12 @@ cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n)
   return bf16_operands_[slot].reserve(n);
 }
 
-cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n, ReadBy read_by,
-                                   bool* write_fp32) {
+cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, float*& out, size_t n, ReadBy read_by) {
   cpu::bf16* copy = bf16_output(slot, out, n);
-  *write_fp32 = copy == nullptr || read_by == ReadBy::kAnyOp;
-  if (!*write_fp32) left_unwritten_[slot] = RoundedCopy{out, n};
+  if (copy != nullptr && read_by == ReadBy::kNextProduct) {
+    left_unwritten_[slot] = RoundedCopy{out, n};
+    out = nullptr;
+  }
   return copy;
 }
 
