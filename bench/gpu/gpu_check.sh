@@ -4,15 +4,14 @@
 # packages: run bench/gpu/prepare_gpu_carry.sh on the build machine first, so that .carry/ holds
 # nlohmann-json, GoogleTest, cairo and tiny-Shakespeare, and carry .carry along.
 #
-# A session's device time is 15 minutes in all (2026-11-26), starts included. Seen on an H200
-# that day: a start about 30 s; configure + build of folio and the GPU tests 80-90 s; the `gpu`
-# label 98 s; a torch.compile peer run 45-70 s; a 5000-step shakespeare_char run about 60 s at 9
-# ms a step (evaluations included). Estimated from those: `tests` about 330 s, `full` about 360
-# s (FOLIO_GPU_BUDGET, the seconds for one mode, default 470; a mode cuts its last steps to fit).
-# So: a first call `FOLIO_GPU_BUDGET=340 bench/gpu/gpu_check.sh tests`, a second at once on the
-# warm machine `FOLIO_GPU_BUDGET=380 bench/gpu/gpu_check.sh full`, and `sanitize` in a session
-# that has the time. Give the machine back (give_back) at once after the last call: its idle 30 s
-# count too, and a start needs 4 minutes left.
+# A session's device time is 15 minutes in all, starts included. Seen on an H200 on 2026-11-27,
+# each call right after the last on the warm machine: a start about 30 s; `tests` 283 s (the build
+# 75 s, the `gpu` label 127 s, two torch.compile peers 63 s), `full` 254 s (the seed run 104 s,
+# nanogpt_char 69 s), `sanitize` 133 s: 716 s held in all. So: `FOLIO_GPU_BUDGET=330
+# bench/gpu/gpu_check.sh tests`, then at once `FOLIO_GPU_BUDGET=440 ... full`, then at once
+# `FOLIO_GPU_BUDGET=245 ... sanitize` (FOLIO_GPU_BUDGET: the seconds for one mode, default 470; a
+# mode cuts its last steps to fit). Give the machine back (give_back) at once after the last call:
+# its idle 30 s count too, and a start needs 4 minutes left.
 #
 #   bench/gpu/gpu_check.sh tests      build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
 #                                     against the CPU reference, fp32 and bf16; the model against
@@ -123,7 +122,7 @@ finish() {
   cat "$out/$mode-summary.md"
   echo "files: $out/$mode-summary.md, $out/$mode-logs.tar.gz"
   # Failed: any step not ok.
-  printf '%s\n' "${rows[@]}" | grep -qv '| ok |' && exit 1
+  grep -qv '| ok |' < <(printf '%s\n' "${rows[@]}") && exit 1
   exit 0
 }
 
@@ -166,7 +165,7 @@ if ! pkg-config --exists cairo libpcre2-8 2>/dev/null && [ -f .carry/cairo/cairo
   cmake_flags+=(-DCMAKE_PROJECT_folio_INCLUDE="$root/.carry/cairo/cairo.cmake")
   export LD_LIBRARY_PATH="$root/.carry/pcre2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The carried cairo loads where the machine has none of its own.
-  ldconfig -p 2>/dev/null | grep -q 'libcairo\.so\.2 ' ||
+  grep -q 'libcairo\.so\.2 ' <<<"$(ldconfig -p 2>/dev/null)" ||
     export LD_LIBRARY_PATH="$root/.carry/cairo/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 # OpenSSL's headers and Gloo, where the machine has no -dev packages.
@@ -205,8 +204,10 @@ targets=(folio)
 [ "$mode" = quick ] && targets+=(folio_gpu_tests)
 if [ "$mode" = tests ] || [ "$mode" = sanitize ]; then
   targets+=(folio_unit_tests folio_gpu_tests folio_torch_dump)
-  cmake --build "$build" --target help 2>/dev/null | grep -q folio_distributed_tests &&
-    targets+=(folio_distributed_tests)
+  # (The target list is read whole before grep looks at it: `| grep -q` under pipefail closed
+  # the pipe early, failed the pipeline, and left the NCCL test unbuilt and unrun on 2026-11-27.)
+  help=$(cmake --build "$build" --target help 2>/dev/null)
+  grep -q folio_distributed_tests <<<"$help" && targets+=(folio_distributed_tests)
 fi
 step "build" 400 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 if [ ! -x "$folio" ] || { [ "$mode" != full ] && [ ! -x "$gpu_tests" ]; }; then
@@ -217,6 +218,12 @@ case "$mode" in
   tests)
     step "gpu tests" 240 ctest --test-dir "$build" -L gpu --no-tests=error -j 4 \
       --output-on-failure --timeout 200
+    # A test that was never built is not a pass: with NCCL built in, the label must have run the
+    # NCCL communicator's own test.
+    if grep -q "NCCL communicator ON" "$logs/configure.log" &&
+      ! grep -q "NcclCommunicatorTest" "$logs/gpu_tests.log"; then
+      rows+=("| nccl communicator test | FAIL | 0 | NCCL is built in, but ctest -L gpu ran no NcclCommunicatorTest |")
+    fi
     step "folio bench" 30 "$folio" bench --config shakespeare_char --device cuda --steps 50 \
       --warmup 5
     step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
