@@ -4,6 +4,8 @@
 // relative (||backend - ref|| / ||ref||).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend/backend.h"
 #include "backend/device_buffer.h"
 #include "backend/reference/activation.h"
@@ -323,6 +325,33 @@ TEST_P(BackendOps, DropoutAdd) {
     reference::dropout_add_backward(dbranch.data(), widen(dout).data(), B, per_sample, dropout);
     EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance) << p;
     EXPECT_LT(relative_error(download(d_dbranch, dbranch.size()), dbranch), kTolerance) << p;
+  }
+}
+
+// The embeddings' dropout: no residual, in place (out is the branch, dbranch the gradient).
+TEST_P(BackendOps, DropoutAloneInPlace) {
+  for (float p : {0.0f, 0.2f}) {
+    const int B = 3;
+    const size_t per_sample = 5000;
+    const DropoutSpec dropout =
+        p > 0 ? dropout_spec(p, 42, 7, 0, DropoutSite::kEmbedding, 9) : no_dropout();
+    const Floats branch = random_vector<float>(B * per_sample, 27),
+                 dout = random_vector<float>(B * per_sample, 28);
+    auto d_x = upload(branch), d_g = upload(dout);
+    backend_->dropout_add_forward(d_x.as<float>(), nullptr, d_x.as<float>(), B, per_sample,
+                                  dropout);
+    backend_->dropout_add_backward(d_g.as<float>(), d_g.as<float>(), B, per_sample, dropout);
+    Doubles out(B * per_sample), dbranch(B * per_sample);
+    reference::dropout_add_forward<double>(out.data(), nullptr, widen(branch).data(), B,
+                                           per_sample, dropout);
+    reference::dropout_add_backward(dbranch.data(), widen(dout).data(), B, per_sample, dropout);
+    const Floats got = download(d_x, out.size());
+    EXPECT_LT(relative_error(got, out), kTolerance) << p;
+    EXPECT_LT(relative_error(download(d_g, dbranch.size()), dbranch), kTolerance) << p;
+    if (p > 0) {  // about p of the elements dropped: the mask is drawn, not skipped
+      const auto dropped = std::count(got.begin(), got.end(), 0.0f);
+      EXPECT_NEAR(static_cast<double>(dropped) / got.size(), p, 0.02);
+    }
   }
 }
 

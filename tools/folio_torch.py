@@ -132,6 +132,8 @@ class GPTLanguageModel(nn.Module):
         self.block_size = cfg["block_size"]
         self.token_embedding_table = nn.Embedding(vocab_size, cfg["n_embd"])
         self.position_embedding_table = nn.Embedding(cfg["block_size"], cfg["n_embd"])
+        # nanoGPT's transformer.drop (config key embedding_dropout; the seed has none)
+        self.embedding_dropout = nn.Dropout(cfg.get("embedding_dropout", 0.0))
         self.blocks = nn.Sequential(*[Block(cfg) for _ in range(cfg["n_layer"])])
         self.ln_f = LayerNorm(cfg["n_embd"], cfg["bias"])
         self.lm_head = nn.Linear(cfg["n_embd"], vocab_size,
@@ -152,7 +154,7 @@ class GPTLanguageModel(nn.Module):
         B, T = idx.shape
         tok_emb = self.token_embedding_table(idx)
         pos_emb = self.position_embedding_table(torch.arange(T, device=idx.device))
-        x = tok_emb + pos_emb
+        x = self.embedding_dropout(tok_emb + pos_emb)
         x = self.blocks(x)
         x = self.ln_f(x)
         logits = self.lm_head(x)

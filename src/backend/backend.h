@@ -159,6 +159,8 @@ class Backend {
                                    Activation kind, ReadBy dinp_read_by) = 0;
 
   // ---- residual branch: out = residual + dropout(branch), per sample of `per_sample` values ---
+  // residual may be null: out = dropout(branch) (the embeddings' dropout). Elementwise, so out
+  // may be branch, and dbranch dout.
   virtual void dropout_add_forward(float* out, const float* residual, const float* branch, int B,
                                    size_t per_sample, const DropoutSpec& dropout) = 0;
   // dbranch = dout * mask / (1 - p); the residual's gradient is dout itself

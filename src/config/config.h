@@ -23,6 +23,7 @@ struct Config {
   int head_size = 0;  // 0: n_embd / n_head (must divide); seed 004 uses 32 // 3 = 10
   int block_size = 256;
   double dropout = 0.2;
+  double embedding_dropout = 0.0;  // on tok_emb + pos_emb (nanoGPT, GPT-2); the seeds have none
   bool bias = true;
   bool qkv_bias = false;                 // biases on the attention's key/query/value (seed 004)
   std::string block_order = "pre_norm";  // pre_norm (seed 000) or post_norm (seed 004)

@@ -17,6 +17,7 @@ enum class DropoutSite : uint32_t {
   kAttentionWeights = 1,  // softmax(q k^T) inside each head, before multiplying by v
   kAttentionOutput = 2,   // after sa.proj
   kFeedForwardOutput = 3, // after ffwd.net.2
+  kEmbedding = 4,         // on tok_emb + pos_emb, before the first block (layer 0)
 };
 
 struct DropoutSpec {

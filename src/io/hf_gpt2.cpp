@@ -170,8 +170,10 @@ Config config_from_hf_json(const nlohmann::json& hf, const std::string& origin, 
                        origin));
   set("tie_weights", hf_value<bool>(hf, "tie_word_embeddings", true, origin) ? "true" : "false");
   // folio drops out attention weights and both residual branches at one rate (HF's attn_pdrop
-  // and resid_pdrop); it has no dropout on the embeddings (embd_pdrop).
+  // and resid_pdrop), and the embeddings at their own (embd_pdrop).
   set("dropout", nlohmann::json(hf_value<double>(hf, "resid_pdrop", 0.1, origin)).dump());
+  set("embedding_dropout",
+      nlohmann::json(hf_value<double>(hf, "embd_pdrop", 0.1, origin)).dump());
   set("init_std", nlohmann::json(hf_value<double>(hf, "initializer_range", 0.02, origin)).dump());
   set("scaled_residual_init", "true");  // GPT-2's c_proj init
   if (base.n_embd % base.n_head != 0)
@@ -195,7 +197,7 @@ nlohmann::ordered_json hf_config_json(const Config& config, const ModelShape& sh
                                {"activation_function", hf_activation(config.activation)},
                                {"resid_pdrop", config.dropout},
                                {"attn_pdrop", config.dropout},
-                               {"embd_pdrop", 0.0},
+                               {"embd_pdrop", config.embedding_dropout},
                                {"layer_norm_epsilon", 1e-5},
                                {"initializer_range", config.init_std},
                                {"scale_attn_weights", true},

@@ -230,6 +230,11 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   // x = token_embedding_table(idx) + position_embedding_table(arange(T))
   backend_.embedding_forward(model.embedded, model.tokens, weights_.token_embedding,
                              weights_.position_embedding, B, T - first_row, C, first_row);
+  // x = drop(x), nanoGPT's embedding dropout (embedding_dropout; none in the seeds), in place
+  const DropoutSpec embedding_dropout = dropout.at_embedding();
+  if (embedding_dropout.active())
+    backend_.dropout_add_forward(model.embedded, /*residual=*/nullptr, model.embedded, B,
+                                 per_sample, embedding_dropout);
   const float* x = model.embedded;
   // Each residual add runs fused with the LayerNorm that reads its result: ln2 inside a block, and
   // the next block's ln1 (ln_f after the last block) at its end; only the first ln1 runs alone.
@@ -393,7 +398,11 @@ void GPT::backward(float dloss, GradientUpdate update) {
     // ln1, fused with the previous block's feed-forward add
     norm_backward(l - 1, post_norm ? act.d_residual_mid : nullptr);
   }
+  // through the embedding dropout, in place; then
   // x = token_embedding_table(idx) + position_embedding_table(arange(T))
+  const DropoutSpec embedding_dropout = dropout.at_embedding();
+  if (embedding_dropout.active())
+    backend_.dropout_add_backward(act.d_residual, act.d_residual, B, per_sample, embedding_dropout);
   backend_.embedding_backward(grads_.token_embedding, grads_.position_embedding, act.d_residual,
                               act.tokens, B, T, C);
 }

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/device_buffer.h"
+#include "config/config.h"
 #include "model/activation_plan.h"
 #include "model/model_shape.h"
 #include "model/parameter_layout.h"
@@ -18,15 +19,27 @@
 namespace folio {
 
 // What dropout draws in one forward pass: the run's seed, the step, and the global index of the
-// batch's first window. p = 0 (eval, generation) turns every dropout off.
+// batch's first window. p = 0 (eval, generation) turns the blocks' dropouts off, embedding_p = 0
+// the embeddings' (the seeds have none; nanoGPT drops out tok_emb + pos_emb at its one rate).
 struct DropoutContext {
   float p = 0.0f;
   uint64_t seed = 0;
   uint32_t step = 0;
   uint32_t first_sample = 0;
+  float embedding_p = 0.0f;
 
+  // A training step's: the config's rates (dropout, embedding_dropout) and seed.
+  static DropoutContext of(const Config& config, uint32_t step, uint32_t first_sample) {
+    return DropoutContext{static_cast<float>(config.dropout), config.seed, step, first_sample,
+                          static_cast<float>(config.embedding_dropout)};
+  }
   DropoutSpec at(int layer, DropoutSite site) const {
     return p > 0.0f ? dropout_spec(p, seed, step, layer, site, first_sample) : no_dropout();
+  }
+  DropoutSpec at_embedding() const {
+    return embedding_p > 0.0f
+               ? dropout_spec(embedding_p, seed, step, 0, DropoutSite::kEmbedding, first_sample)
+               : no_dropout();
   }
 };
 

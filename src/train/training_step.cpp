@@ -36,8 +36,8 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
   double loss = 0.0;
   for (int micro = 0; micro < split_.grad_accum; ++micro) {
     const Batch& batch = micro_batches_[micro];
-    const DropoutContext dropout{static_cast<float>(config_.dropout), config_.seed, step,
-                                 static_cast<uint32_t>(split_.first_window(micro))};
+    const DropoutContext dropout =
+        DropoutContext::of(config_, step, static_cast<uint32_t>(split_.first_window(micro)));
     model_.forward(batch.inputs.data(), batch.targets.data(), B, T, dropout);
     // Each position's loss weighs 1 / (all positions of the global batch): summing the ranks'
     // gradients then gives the gradient of the global mean loss.

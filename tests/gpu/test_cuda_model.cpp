@@ -49,8 +49,7 @@ struct Trainee {
   std::vector<float> logits_of(int step) {
     const Batch& batch = training->micro_batch(0);
     model.forward(batch.inputs.data(), batch.targets.data(), config.batch_size, config.block_size,
-                  DropoutContext{static_cast<float>(config.dropout), config.seed,
-                                 static_cast<uint32_t>(step), 0});
+                  DropoutContext::of(config, static_cast<uint32_t>(step), 0));
     return model.read_logits();
   }
   void update(int step) { training->update(learning_rate_at(config, step)); }

@@ -103,17 +103,19 @@ def main(dump_dir):
     expected, metadata = folio_torch.read_safetensors(os.path.join(dump_dir, "expected.safetensors"))
     model.train()
     torch.manual_seed(0)
-    if cfg["dropout"] > 0:
-        for name, module in list(model.named_modules()):
-            if isinstance(module, torch.nn.Dropout):
-                parent_name, _, child = name.rpartition(".")
-                parent = model.get_submodule(parent_name)
-                masked = MaskedDropout(expected["mask." + name], cfg["dropout"])
-                if isinstance(parent, torch.nn.Sequential):
-                    parent[int(child)] = masked
-                else:
-                    setattr(parent, child, masked)
-        assert not any(isinstance(m, torch.nn.Dropout) for m in model.modules()), "unmasked dropout"
+    # Every dropout that drops (the blocks' at `dropout`, the embeddings' at `embedding_dropout`)
+    # applies folio's mask for it.
+    for name, module in list(model.named_modules()):
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            parent_name, _, child = name.rpartition(".")
+            parent = model.get_submodule(parent_name)
+            masked = MaskedDropout(expected["mask." + name], module.p)
+            if isinstance(parent, torch.nn.Sequential):
+                parent[int(child)] = masked
+            else:
+                setattr(parent, child, masked)
+    assert not any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()), \
+        "unmasked dropout"
     kinks = {}
     if cfg["activation"] == "relu":
         for l in range(cfg["n_layer"]):

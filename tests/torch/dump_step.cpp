@@ -26,7 +26,8 @@ using namespace folio;
 
 namespace {
 
-// Masks of (B, T, T) per head and (B, T, C) per residual branch, as 1.0 for kept, 0.0 for dropped.
+// Masks of (B, T, T) per head and (B, T, C) per residual branch (and the embeddings', in main), as
+// 1.0 for kept, 0.0 for dropped.
 // Each is named "mask." and the dropout module's name in the PyTorch model (torch_names).
 void add_masks(std::vector<NamedTensor>& out, const Config& c, const ModelShape& shape,
                const DropoutContext& dropout, int B, int T) {
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
     const float loss = static_cast<float>(training.compute_gradients(0, /*measure_loss=*/true));
     const std::vector<float> gradients = model.read_gradients();
     // The masks TrainingStep drew for step 0 (its one micro-batch starts at window 0).
-    const DropoutContext dropout{static_cast<float>(c.dropout), c.seed, 0, 0};
+    const DropoutContext dropout = DropoutContext::of(c, 0, 0);
     const std::vector<int32_t>& inputs = training.micro_batch(0).inputs;
     const std::vector<int32_t>& targets = training.micro_batch(0).targets;
     // The backward pass replaced the logits with their gradient: the step's forward again, on the
@@ -121,6 +122,13 @@ int main(int argc, char** argv) {
                                                                   model.read_parameters())))
       out.push_back(std::move(t));
     if (c.dropout > 0) add_masks(out, c, model.shape(), dropout, B, T);
+    if (c.embedding_dropout > 0) {  // nanoGPT's drop(tok_emb + pos_emb), folio_torch.py's name
+      const DropoutSpec spec = dropout.at_embedding();
+      NamedTensor mask{"mask.embedding_dropout", {B, T, c.n_embd}, {}};
+      for (int b = 0; b < B; ++b)
+        for (int e = 0; e < T * c.n_embd; ++e) mask.values.push_back(spec.keeps(b, e) ? 1.0f : 0.0f);
+      out.push_back(std::move(mask));
+    }
     const int F = model.shape().hidden_width();
     for (int l = 0; l < c.n_layer; ++l)
       out.push_back({"preactivation.blocks." + std::to_string(l) + ".ffwd.net.0",

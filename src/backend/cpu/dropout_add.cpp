@@ -32,7 +32,15 @@ void for_each_chunk(int B, size_t per_sample, Body body) {
 void CpuBackend::dropout_add_forward(float* out, const float* residual, const float* branch,
                                      int B, size_t per_sample, const DropoutSpec& dropout) {
   for_each_chunk(B, per_sample, [&](int b, size_t first, size_t n, size_t offset) {
-    if (dropout.active()) {
+    if (!residual) {  // out = dropout(branch), perhaps in place
+      float multipliers[kChunk];
+      if (dropout.active())
+        cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(b), first, n);
+      else
+        std::fill(multipliers, multipliers + n, 1.0f);
+#pragma omp simd
+      for (size_t e = 0; e < n; ++e) out[offset + e] = branch[offset + e] * multipliers[e];
+    } else if (dropout.active()) {
       float multipliers[kChunk];
       cpu::dropout_multipliers(multipliers, dropout, static_cast<uint32_t>(b), first, n);
 #pragma omp simd
@@ -48,7 +56,8 @@ void CpuBackend::dropout_add_forward(float* out, const float* residual, const fl
 void CpuBackend::dropout_add_backward(float* dbranch, const float* dout, int B, size_t per_sample,
                                       const DropoutSpec& dropout) {
   if (!dropout.active()) {
-    copy_device(dbranch, dout, static_cast<size_t>(B) * per_sample * sizeof(float));
+    if (dbranch != dout)
+      copy_device(dbranch, dout, static_cast<size_t>(B) * per_sample * sizeof(float));
     return;
   }
   for_each_chunk(B, per_sample, [&](int b, size_t first, size_t n, size_t offset) {

@@ -29,7 +29,7 @@ __device__ void for_each_masked(int B, size_t per_sample, const cuda::KernelDrop
 __global__ void dropout_add_forward_kernel(float* out, const float* residual, const float* branch,
                                            int B, size_t per_sample, cuda::KernelDropout dropout) {
   for_each_masked(B, per_sample, dropout, [&](size_t i, float multiplier) {
-    out[i] = residual[i] + branch[i] * multiplier;
+    out[i] = (residual ? residual[i] : 0.0f) + branch[i] * multiplier;
   });
 }
 

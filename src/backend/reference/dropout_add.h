@@ -1,4 +1,5 @@
-// Reference residual branch: out = residual + dropout(branch).
+// Reference residual branch: out = residual + dropout(branch), or dropout(branch) when residual
+// is null.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +16,7 @@ void dropout_add_forward(T* out, const T* residual, const T* branch, int B, size
       const size_t i = b * per_sample + e;
       T value = branch[i];
       if (dropout.active()) value = dropout.keeps(b, e) ? value * T(dropout.scale()) : T(0);
-      out[i] = residual[i] + value;
+      out[i] = (residual ? residual[i] : T(0)) + value;
     }
 }
 
