@@ -17,8 +17,9 @@
 #                                     against the CPU reference, fp32 and bf16; the model against
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
-#                                     same GPU); folio bench with and without the graph, and its
-#                                     per-op profile; the PyTorch 2.x peer beside it, in
+#                                     same GPU); folio bench with and without the graph, with the
+#                                     attention forward in registers (FOLIO_ATTENTION_FORWARD=
+#                                     registers), and its per-op profile; the PyTorch 2.x peer, in
 #                                     torch.compile's default mode and its CUDA-graph mode
 #                                     (reduce-overhead).
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
@@ -228,6 +229,9 @@ case "$mode" in
       --warmup 5
     step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
+    # the attention forward with its scores in registers (mma.sync), the candidate default
+    step "folio bench, forward in registers" 30 env FOLIO_ATTENTION_FORWARD=registers "$folio" \
+      bench --config shakespeare_char --device cuda --steps 50 --warmup 5
     # where the step's time goes, op by op (each op waited for), for the next speed work
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
@@ -270,6 +274,9 @@ case "$mode" in
       --warmup 5
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
+    step "folio bench profile, forward in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
+      "$folio" bench --config shakespeare_char --device cuda --steps 20 --warmup 3 --profile \
+      --graph=false
     step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
       --steps 50 --warmup 15
     compare_with_peer "shakespeare_char" "folio bench" "torch peer"

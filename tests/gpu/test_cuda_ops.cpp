@@ -159,23 +159,60 @@ const CudaBackend::AttentionLaunches& launches(const Backend& backend) {
   return dynamic_cast<const CudaBackend&>(backend).attention_launches();
 }
 
-TEST_F(CudaOps, FlashAttentionOnTensorCores) {
-  auto backend = cuda_backend("bf16");
+// Every head size the tensor cores take, with and without dropout, T not a multiple of the
+// kernels' 64 rows, shakespeare_char's shape, and a sequence shorter than one tile; how many.
+int check_tensor_core_cases(Backend& backend) {
   int cases = 0;
   for (int hs : {16, 32, 64, 128})
     for (float p : {0.0f, 0.2f}) {
-      check_attention(*backend, {2, 200, 3, hs, p}, kBf16Attention, kBf16AttentionGradient);
+      check_attention(backend, {2, 200, 3, hs, p}, kBf16Attention, kBf16AttentionGradient);
       ++cases;
     }
-  check_attention(*backend, {2, 256, 6, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
-  check_attention(*backend, {1, 7, 2, 64, 0.0f}, kBf16Attention, kBf16AttentionGradient);
-  cases += 2;
+  check_attention(backend, {2, 256, 6, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
+  check_attention(backend, {1, 7, 2, 64, 0.0f}, kBf16Attention, kBf16AttentionGradient);
+  return cases + 2;
+}
+
+TEST_F(CudaOps, FlashAttentionOnTensorCores) {
+  auto backend = cuda_backend("bf16");
+  const int cases = check_tensor_core_cases(*backend);
   // Every case forward and backward on the tensor cores, none on the fp32 or unfused kernels.
   EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
   EXPECT_EQ(launches(*backend).tensor_core_backward, cases);
   EXPECT_EQ(launches(*backend).fp32_flash_forward + launches(*backend).fp32_flash_backward +
                 launches(*backend).unfused_forward + launches(*backend).unfused_backward,
             0);
+}
+
+// Generation's key/value cache: a forward from q_start leaves the rows before it alone and
+// computes the rest as the reference does.
+void check_rows_after_q_start(Backend& backend) {
+  const int B = 1, T = 200, H = 2, hs = 64, A = H * hs, q_start = 150;
+  const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 9);
+  Doubles out(size_t(T) * A), probs(size_t(H) * T * T);
+  reference::attention_forward(out.data(), probs.data(), widened(qkv).data(), B, T, H, hs, 0,
+                               no_dropout());
+  Floats start(out.begin(), out.end());
+  for (size_t i = size_t(q_start) * A; i < start.size(); ++i) start[i] = NAN;
+  auto d_qkv = to_device(backend, qkv), d_out = to_device(backend, start);
+  auto d_saved = to_device(backend, Floats(backend.attention_saved_floats(B, T, H, hs), 0.0f));
+  backend.attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H, hs,
+                             q_start, no_dropout());
+  const Floats result = to_host(backend, d_out, out.size());
+  EXPECT_TRUE(std::equal(result.begin(), result.begin() + size_t(q_start) * A, start.begin()));
+  EXPECT_LT(relative_error(result, out), kBf16Attention);
+}
+
+// The forward kernel with its scores in registers (FOLIO_ATTENTION_FORWARD=registers, read when a
+// backend is made): the same cases, the backward pass reading the lse and output it saved.
+TEST_F(CudaOps, FlashAttentionForwardInRegisters) {
+  ::setenv("FOLIO_ATTENTION_FORWARD", "registers", 1);
+  auto backend = cuda_backend("bf16");
+  ::unsetenv("FOLIO_ATTENTION_FORWARD");
+  const int cases = check_tensor_core_cases(*backend);
+  EXPECT_EQ(launches(*backend).register_forward, cases);
+  EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
+  check_rows_after_q_start(*backend);  // and only the rows from q_start on
 }
 
 TEST_F(CudaOps, HeadSizesTheTensorCoresTakeNotRunInFp32) {
@@ -197,21 +234,7 @@ TEST_F(CudaOps, UnfusedAttention) {
 }
 
 TEST_F(CudaOps, TensorCoreAttentionRecomputesOnlyTheRowsAfterQStart) {
-  auto backend = cuda_backend("bf16");
-  const int B = 1, T = 200, H = 2, hs = 64, A = H * hs, q_start = 150;
-  const Floats qkv = random_vector<float>(size_t(T) * 3 * A, 9);
-  Doubles out(size_t(T) * A), probs(size_t(H) * T * T);
-  reference::attention_forward(out.data(), probs.data(), widened(qkv).data(), B, T, H, hs, 0,
-                               no_dropout());
-  Floats start(out.begin(), out.end());
-  for (size_t i = size_t(q_start) * A; i < start.size(); ++i) start[i] = NAN;
-  auto d_qkv = to_device(*backend, qkv), d_out = to_device(*backend, start);
-  auto d_saved = to_device(*backend, Floats(backend->attention_saved_floats(B, T, H, hs), 0.0f));
-  backend->attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H, hs,
-                             q_start, no_dropout());
-  const Floats result = to_host(*backend, d_out, out.size());
-  EXPECT_TRUE(std::equal(result.begin(), result.begin() + size_t(q_start) * A, start.begin()));
-  EXPECT_LT(relative_error(result, out), kBf16Attention);
+  check_rows_after_q_start(*cuda_backend("bf16"));
 }
 
 // ---- the fused pairs ----------------------------------------------------------------------------

@@ -375,7 +375,12 @@ void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, 
   args.q_start = q_start;
   args.dropout = {dropout, live_dropout_step()};
   if (uses_tensor_core_attention(hs)) {
-    cuda::flash_attention_forward_bf16(args, stream_);
+    if (forward_in_registers_) {
+      cuda::flash_attention_forward_registers(args, stream_);
+      ++attention_launches_.register_forward;
+    } else {
+      cuda::flash_attention_forward_bf16(args, stream_);
+    }
     ++attention_launches_.tensor_core_forward;
   } else {
     cuda::flash_attention_forward_fp32(args, stream_);

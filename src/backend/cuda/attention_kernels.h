@@ -78,6 +78,9 @@ void flash_attention_backward_fp32(const AttentionBackwardArgs& args, cudaStream
 // bf16 products on tensor cores (fp32 accumulation and softmax); head sizes 16, 32, 64, 128.
 bool tensor_core_attention_supports(int head_size);
 void flash_attention_forward_bf16(const AttentionForwardArgs& args, cudaStream_t stream);
+// The same forward with the scores in registers (mma.sync, FlashAttention-2's arrangement);
+// chosen by FOLIO_ATTENTION_FORWARD=registers until it has been measured on a GPU.
+void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream);
 void flash_attention_backward_bf16(const AttentionBackwardArgs& args, cudaStream_t stream);
 
 }  // namespace folio::cuda

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -52,6 +53,8 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   check_cuda(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
   gpu_name_ = properties.name;
   sm_count_ = properties.multiProcessorCount;
+  const char* attention_forward = std::getenv("FOLIO_ATTENTION_FORWARD");
+  forward_in_registers_ = attention_forward && std::string(attention_forward) == "registers";
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
@@ -110,6 +113,7 @@ std::string CudaBackend::description() const {
                      precision +
                      (options_.flash_attention ? ", flash attention" : ", attention unfused");
   if (!options_.fused_kernels) text += ", kernels unfused";
+  if (forward_in_registers_ && options_.flash_attention) text += ", attention forward in registers";
   return text + ")";
 }
 
