@@ -18,8 +18,9 @@
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
 #                                     same GPU); folio bench with and without the graph, with the
-#                                     attention forward in registers (FOLIO_ATTENTION_FORWARD=
-#                                     registers), and its per-op profile; the PyTorch 2.x peer, in
+#                                     attention kernels in registers (FOLIO_ATTENTION_FORWARD and
+#                                     _BACKWARD=registers), and its per-op profile; the PyTorch
+#                                     2.x peer, in
 #                                     torch.compile's default mode and its CUDA-graph mode
 #                                     (reduce-overhead).
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
@@ -116,6 +117,9 @@ finish() {
     [ -f "$logs/ladder.log" ] && { echo; sed -n '/^| rung/,$p' "$logs/ladder.log"; }
     [ -f "$logs/folio_bench_profile.log" ] &&
       { echo; sed -n '/^| op /,$p' "$logs/folio_bench_profile.log"; }
+    registers="$logs/folio_bench_profile,_attention_in_registers.log"
+    [ -f "$registers" ] &&
+      { echo; echo "attention in registers:"; sed -n '/^| op /,$p' "$registers"; }
     [ -n "${extra:-}" ] && printf '\n%s\n' "$extra"
   } >"$out/$mode-summary.md"
   tar -czf "$out/$mode-logs.tar.gz" -C "$logs" .
@@ -229,9 +233,18 @@ case "$mode" in
       --warmup 5
     step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
-    # the attention forward with its scores in registers (mma.sync), the candidate default
+    # attention with its scores in registers (attention_registers.cu), the candidate default:
+    # each side alone, both, and where the step's time then goes
     step "folio bench, forward in registers" 30 env FOLIO_ATTENTION_FORWARD=registers "$folio" \
       bench --config shakespeare_char --device cuda --steps 50 --warmup 5
+    step "folio bench, backward in registers" 30 env FOLIO_ATTENTION_BACKWARD=registers "$folio" \
+      bench --config shakespeare_char --device cuda --steps 50 --warmup 5
+    step "folio bench, attention in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
+      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config shakespeare_char --device cuda \
+      --steps 50 --warmup 5
+    step "folio bench profile, attention in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
+      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config shakespeare_char --device cuda \
+      --steps 20 --warmup 3 --profile --graph=false
     # where the step's time goes, op by op (each op waited for), for the next speed work
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
@@ -274,9 +287,9 @@ case "$mode" in
       --warmup 5
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
-    step "folio bench profile, forward in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
-      "$folio" bench --config shakespeare_char --device cuda --steps 20 --warmup 3 --profile \
-      --graph=false
+    step "folio bench profile, attention in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
+      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config shakespeare_char --device cuda \
+      --steps 20 --warmup 3 --profile --graph=false
     step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
       --steps 50 --warmup 15
     compare_with_peer "shakespeare_char" "folio bench" "torch peer"

@@ -203,16 +203,42 @@ void check_rows_after_q_start(Backend& backend) {
   EXPECT_LT(relative_error(result, out), kBf16Attention);
 }
 
-// The forward kernel with its scores in registers (FOLIO_ATTENTION_FORWARD=registers, read when a
-// backend is made): the same cases, the backward pass reading the lse and output it saved.
-TEST_F(CudaOps, FlashAttentionForwardInRegisters) {
-  ::setenv("FOLIO_ATTENTION_FORWARD", "registers", 1);
+// The kernels with their scores in registers (attention_registers.cu), chosen by
+// FOLIO_ATTENTION_FORWARD / FOLIO_ATTENTION_BACKWARD=registers when a backend is made: the same
+// cases as the default kernels, each side alone (the other side's default kernel reading what it
+// saved, or saving what it reads) and both.
+std::unique_ptr<Backend> backend_with_register_attention(bool forward, bool backward) {
+  if (forward) ::setenv("FOLIO_ATTENTION_FORWARD", "registers", 1);
+  if (backward) ::setenv("FOLIO_ATTENTION_BACKWARD", "registers", 1);
   auto backend = cuda_backend("bf16");
   ::unsetenv("FOLIO_ATTENTION_FORWARD");
+  ::unsetenv("FOLIO_ATTENTION_BACKWARD");
+  return backend;
+}
+
+TEST_F(CudaOps, FlashAttentionForwardInRegisters) {
+  auto backend = backend_with_register_attention(true, false);
   const int cases = check_tensor_core_cases(*backend);
   EXPECT_EQ(launches(*backend).register_forward, cases);
   EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
+  EXPECT_EQ(launches(*backend).register_backward, 0);
   check_rows_after_q_start(*backend);  // and only the rows from q_start on
+}
+
+TEST_F(CudaOps, FlashAttentionBackwardInRegisters) {
+  auto backend = backend_with_register_attention(false, true);
+  const int cases = check_tensor_core_cases(*backend);
+  // every case but head size 128's two (its accumulators would spill: the WMMA kernels take it)
+  EXPECT_EQ(launches(*backend).register_backward, cases - 2);
+  EXPECT_EQ(launches(*backend).tensor_core_backward, cases);
+  EXPECT_EQ(launches(*backend).register_forward, 0);
+}
+
+TEST_F(CudaOps, FlashAttentionInRegistersBothWays) {
+  auto backend = backend_with_register_attention(true, true);
+  const int cases = check_tensor_core_cases(*backend);
+  EXPECT_EQ(launches(*backend).register_forward, cases);
+  EXPECT_EQ(launches(*backend).register_backward, cases - 2);
 }
 
 TEST_F(CudaOps, HeadSizesTheTensorCoresTakeNotRunInFp32) {

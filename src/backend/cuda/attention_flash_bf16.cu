@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cuda_memory.h"
 #include "core/error.h"
 
@@ -25,29 +26,13 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kTile = 16;  // WMMA's m, n and k
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * kWarpSize;
-constexpr int kRows = kWarps * kTile;            // the block's own rows
-constexpr int kStep = 64;                        // rows of the other side per step
 constexpr int kLanesPerRow = kWarpSize / kTile;  // lanes sharing one of a warp's 16 rows
-static_assert(kWarpSize % kTile == 0 && kStep % kTile == 0);
 
 using FragmentA = wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, bf16, wmma::row_major>;
 using FragmentB = wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, bf16, wmma::row_major>;
 using FragmentBTransposed =
     wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, bf16, wmma::col_major>;
 using Accumulator = wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float>;
-
-// Leading dimensions, padded so that rows start on different banks (and stay multiples of 16
-// bytes, as WMMA needs).
-template <int kHead>
-struct Strides {
-  static constexpr int kHeadRow = kHead + 8;   // bf16 rows of q, k, v, dout
-  static constexpr int kScoreRow = kStep + 4;  // fp32 scores
-  static constexpr int kProbRow = kStep + 8;   // bf16 probabilities, score gradients
-  static constexpr int kOutRow = kHead + 4;    // fp32 outputs and result staging
-};
 
 template <int kHead>
 struct ForwardTiles : Strides<kHead> {
@@ -77,59 +62,6 @@ struct BackwardTiles : Strides<kHead> {
   static_assert(kRows * S::kOutRow <= 2 * kRows * S::kScoreRow);
 };
 
-// Rows first.. first + kCount - 1 of an fp32 matrix (row stride `ld`) into a bf16 tile; rows at
-// or past `limit` are zero. Each thread issues all its loads before it converts and stores any:
-// a loop that stored each value before loading the next waited out one global-memory latency per
-// element, and so did the whole kernel (on an H200, attention took 12 of shakespeare_char's 18.5
-// ms a step). Four floats a load when the rows are 16-byte aligned (cudaMalloc'd activations at a
-// head offset of a multiple of 4 are), else four single loads, still all issued first.
-template <int kHead, int kCount, bool kVectors>
-__device__ void load_rows_as(bf16* tile, int tile_ld, const float* source, size_t ld, int first,
-                             int limit) {
-  constexpr int kQuadsPerRow = kHead / 4;
-  constexpr int kPerThread = kCount * kQuadsPerRow / kThreads;
-  static_assert(kCount * kQuadsPerRow % kThreads == 0);
-  // At most 8 loads (32 registers) in flight a thread, 4 for head size 128, whose kernels hold
-  // twice the accumulators (they spilled with 8 or 16).
-  constexpr int kMostInFlight = kHead >= 128 ? 4 : 8;
-  constexpr int kBatch = kPerThread < kMostInFlight ? kPerThread : kMostInFlight;
-  static_assert(kPerThread % kBatch == 0);
-#pragma unroll
-  for (int base = 0; base < kPerThread; base += kBatch) {
-    float4 values[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = threadIdx.x + (base + u) * kThreads, row = first + e / kQuadsPerRow;
-      const float* p = source + size_t(row) * ld + 4 * (e % kQuadsPerRow);
-      if (row >= limit) {
-        values[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      } else if constexpr (kVectors) {
-        values[u] = __ldg(reinterpret_cast<const float4*>(p));
-      } else {
-        values[u] = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = threadIdx.x + (base + u) * kThreads;
-      // 4-byte aligned: tile_ld is even, and so is the column.
-      auto* out = reinterpret_cast<__nv_bfloat162*>(tile + (e / kQuadsPerRow) * tile_ld +
-                                                    4 * (e % kQuadsPerRow));
-      out[0] = __floats2bfloat162_rn(values[u].x, values[u].y);
-      out[1] = __floats2bfloat162_rn(values[u].z, values[u].w);
-    }
-  }
-}
-
-template <int kHead, int kCount>
-__device__ void load_rows(bf16* tile, int tile_ld, const float* source, size_t ld, int first,
-                          int limit) {
-  if ((reinterpret_cast<uintptr_t>(source) | (ld * sizeof(float))) % 16 == 0) {
-    load_rows_as<kHead, kCount, true>(tile, tile_ld, source, ld, first, limit);
-  } else {
-    load_rows_as<kHead, kCount, false>(tile, tile_ld, source, ld, first, limit);
-  }
-}
 
 // out (16 x 16 tiles along a row of kColumns) = a (16 x kInner) b, a row-major in shared memory,
 // b as given; one warp.
@@ -252,43 +184,6 @@ __device__ void online_softmax_step(ForwardTiles<kHead>& tiles, int row0, int fi
   for (int d = part; d < kHead; d += kLanesPerRow) tiles.out[r * S::kOutRow + d] *= correction;
 }
 
-// What a forward block works on: head (b, h), its kRows query rows first_row.. last_row, and the
-// calling warp's 16 of them from row0.
-struct ForwardBlock {
-  AttentionShape s;
-  int A, ld;  // the attention width, and qkv's row stride (3A)
-  HeadBlock head;
-  int first_row, last_row;
-  int warp, lane, row0;
-  DropoutSpec spec;
-};
-
-__device__ inline ForwardBlock forward_block(const AttentionForwardArgs& args) {
-  ForwardBlock f;
-  f.s = args.shape;
-  f.A = f.s.width();
-  f.ld = 3 * f.A;
-  f.head = head_block(f.s, args.qkv, nullptr);
-  f.first_row = args.q_start + blockIdx.x * kRows;
-  f.last_row = min(f.s.T - 1, f.first_row + kRows - 1);
-  f.warp = threadIdx.x / kWarpSize;
-  f.lane = threadIdx.x % kWarpSize;
-  f.row0 = f.warp * kTile;
-  f.spec = args.dropout.resolve();
-  return f;
-}
-
-// Keys and values j0.. j0 + kStep - 1 of the block's head into shared memory (as bf16), once every
-// warp is done with the last ones; whether the calling warp has rows that see any of them.
-template <int kHead>
-__device__ bool load_key_step(bf16* k, bf16* v, const ForwardBlock& block, int j0) {
-  using S = Strides<kHead>;
-  __syncthreads();
-  load_rows<kHead, kStep>(k, S::kHeadRow, block.head.q + block.A, block.ld, j0, block.s.T);
-  load_rows<kHead, kStep>(v, S::kHeadRow, block.head.q + 2 * block.A, block.ld, j0, block.s.T);
-  __syncthreads();
-  return block.first_row + block.row0 + kTile - 1 >= j0;
-}
 
 template <int kHead>
 __global__ void __launch_bounds__(kThreads) flash_forward_bf16_kernel(AttentionForwardArgs args) {
@@ -341,177 +236,6 @@ __global__ void __launch_bounds__(kThreads) flash_forward_bf16_kernel(AttentionF
         tiles.row_max[row0 + lane] + logf(tiles.row_sum[row0 + lane]);
 }
 
-// ---- forward with the scores in registers (mma.sync) -------------------------------------------
-// FlashAttention-2's arrangement, an alternative to the kernel above while it is measured
-// (FOLIO_ATTENTION_FORWARD=registers picks it): each warp keeps its 16 query rows' q fragments,
-// scores, probabilities and running output in registers, and only q, k and v pass through shared
-// memory. The products are PTX mma.sync m16n8k16 (bf16 in, fp32 accumulators), whose fragment
-// layout is documented (unlike WMMA's): with g = lane / 4 and t = lane % 4, an accumulator tile's
-// registers 0, 1 hold row g, columns 2t and 2t + 1, and registers 2, 3 row g + 8; an A fragment's
-// four registers hold (row g, columns 2t, 2t + 1), (row g + 8, the same), (row g, 2t + 8, 2t + 9),
-// (row g + 8, the same), two bf16 each, the lower column in the lower half; a B fragment's two
-// hold (rows 2t, 2t + 1 of column g) and (rows 2t + 8, 2t + 9). So the scores of two adjacent
-// 8-key tiles are, as they stand, the A fragment of the product with v. Numerics as above: bf16
-// operands, fp32 scores, statistics and accumulators, the row sums taken before dropout.
-
-template <int kHead>
-struct RegisterForwardTiles {
-  using S = Strides<kHead>;
-  alignas(16) bf16 q[kRows * S::kHeadRow];
-  alignas(16) bf16 k[kStep * S::kHeadRow];
-  alignas(16) bf16 v[kStep * S::kHeadRow];
-};
-
-// d += a b on the tensor cores: a 16 x 16 (A fragment), b 16 x 8 (B fragment), d 16 x 8 fp32.
-__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4],
-                                            const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Two bf16 in one register, `low` in the lower half.
-__device__ __forceinline__ uint32_t packed_bf16(float low, float high) {
-  return uint32_t(__bfloat16_as_ushort(__float2bfloat16(low))) |
-         (uint32_t(__bfloat16_as_ushort(__float2bfloat16(high))) << 16);
-}
-// Two adjacent bf16 of a row in shared memory (4-byte aligned), and two of a column (rows ld
-// apart).
-__device__ __forceinline__ uint32_t row_pair(const bf16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-__device__ __forceinline__ uint32_t column_pair(const bf16* p, int ld) {
-  return uint32_t(__bfloat16_as_ushort(p[0])) | (uint32_t(__bfloat16_as_ushort(p[ld])) << 16);
-}
-
-template <int kHead>
-__global__ void __launch_bounds__(kThreads)
-    flash_forward_registers_kernel(AttentionForwardArgs args) {
-  using S = Strides<kHead>;
-  constexpr int kDimSteps = kHead / 16;  // k-steps of q k^T over the head's dimensions
-  constexpr int kKeyTiles = kStep / 8;   // 8-key tiles of a step's scores
-  constexpr int kOutTiles = kHead / 8;   // 8-column tiles of the output
-  extern __shared__ __align__(128) unsigned char shared_bytes[];
-  RegisterForwardTiles<kHead>& tiles = *reinterpret_cast<RegisterForwardTiles<kHead>*>(shared_bytes);
-  const ForwardBlock block = forward_block(args);
-  const auto& [s, A, ld, head, first_row, last_row, warp, lane, row0, spec] = block;
-  const int g = lane / 4, t = lane % 4;
-  const int rows[2] = {first_row + row0 + g, first_row + row0 + g + 8};  // this thread's two
-
-  load_rows<kHead, kRows>(tiles.q, S::kHeadRow, head.q, ld, first_row, s.T);
-  __syncthreads();
-  uint32_t q[kDimSteps][4];
-  const bf16* q_row = tiles.q + (row0 + g) * S::kHeadRow + 2 * t;
-#pragma unroll
-  for (int kk = 0; kk < kDimSteps; ++kk) {
-    q[kk][0] = row_pair(q_row + kk * 16);
-    q[kk][1] = row_pair(q_row + 8 * S::kHeadRow + kk * 16);
-    q[kk][2] = row_pair(q_row + kk * 16 + 8);
-    q[kk][3] = row_pair(q_row + 8 * S::kHeadRow + kk * 16 + 8);
-  }
-
-  float out[kOutTiles][4];
-#pragma unroll
-  for (int dt = 0; dt < kOutTiles; ++dt) out[dt][0] = out[dt][1] = out[dt][2] = out[dt][3] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.0f, 0.0f};  // this thread's share of its rows' sums (columns 2t, 2t + 1)
-
-  for (int j0 = 0; j0 <= last_row; j0 += kStep) {
-    if (!load_key_step<kHead>(tiles.k, tiles.v, block, j0)) continue;
-
-    // score = q k^T: k's rows are the B fragments' columns
-    float score[kKeyTiles][4];
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-      score[nt][0] = score[nt][1] = score[nt][2] = score[nt][3] = 0.0f;
-      const bf16* k_row = tiles.k + (nt * 8 + g) * S::kHeadRow + 2 * t;
-#pragma unroll
-      for (int kk = 0; kk < kDimSteps; ++kk) {
-        const uint32_t b[2] = {row_pair(k_row + kk * 16), row_pair(k_row + kk * 16 + 8)};
-        mma_16x8x16(score[nt], q[kk], b);
-      }
-    }
-    // online softmax: scaled, causal (a key after the row is -inf), the rows' new maxima
-    float step_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int j = j0 + nt * 8 + 2 * t + (c & 1);
-        const float value = j <= rows[c / 2] ? score[nt][c] * head.scale : -INFINITY;
-        score[nt][c] = value;
-        step_max[c / 2] = fmaxf(step_max[c / 2], value);
-      }
-    float subtract[2], correction[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float new_max = fmaxf(row_max[r], group_max<4>(step_max[r]));
-      subtract[r] = new_max == -INFINITY ? 0.0f : new_max;  // a row that saw no key yet
-      correction[r] = expf(row_max[r] - subtract[r]);
-      row_max[r] = new_max;
-      row_sum[r] *= correction[r];
-    }
-    // probabilities (unnormalised), summed before dropout, then dropped out: element
-    // (h T + i) T + j of sample b's stream, as every backend draws it
-    DropoutCursor masks[2] = {DropoutCursor(spec, static_cast<uint32_t>(head.b)),
-                              DropoutCursor(spec, static_cast<uint32_t>(head.b))};
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = c / 2, j = j0 + nt * 8 + 2 * t + (c & 1);
-        float p = expf(score[nt][c] - subtract[r]);
-        row_sum[r] += p;
-        if (spec.active() && p > 0.0f)
-          p *= masks[r].multiplier((uint64_t(head.h) * s.T + rows[r]) * s.T + j);
-        score[nt][c] = p;
-      }
-#pragma unroll
-    for (int dt = 0; dt < kOutTiles; ++dt) {
-      out[dt][0] *= correction[0];
-      out[dt][1] *= correction[0];
-      out[dt][2] *= correction[1];
-      out[dt][3] *= correction[1];
-    }
-    // out += p v: two adjacent score tiles are one A fragment; v's columns the B fragments'
-#pragma unroll
-    for (int kc = 0; kc < kStep / 16; ++kc) {
-      const uint32_t a[4] = {packed_bf16(score[2 * kc][0], score[2 * kc][1]),
-                             packed_bf16(score[2 * kc][2], score[2 * kc][3]),
-                             packed_bf16(score[2 * kc + 1][0], score[2 * kc + 1][1]),
-                             packed_bf16(score[2 * kc + 1][2], score[2 * kc + 1][3])};
-      const bf16* v_rows = tiles.v + (kc * 16 + 2 * t) * S::kHeadRow + g;
-#pragma unroll
-      for (int dt = 0; dt < kOutTiles; ++dt) {
-        const uint32_t b[2] = {column_pair(v_rows + dt * 8, S::kHeadRow),
-                               column_pair(v_rows + 8 * S::kHeadRow + dt * 8, S::kHeadRow)};
-        mma_16x8x16(out[dt], a, b);
-      }
-    }
-  }
-
-  // out / sum, its saved copy and bf16 copy, and each row's log-sum-exp
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float total = group_sum<4>(row_sum[r]);
-    const int i = rows[r];
-    if (i >= s.T) continue;
-    const size_t row_offset = (size_t(head.b) * s.T + i) * A + head.h * kHead + 2 * t;
-#pragma unroll
-    for (int dt = 0; dt < kOutTiles; ++dt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const size_t offset = row_offset + dt * 8 + e;
-        const float o = out[dt][2 * r + e] / total;
-        args.out[offset] = o;
-        args.out_copy[offset] = o;
-        if (args.out_bf16) args.out_bf16[offset] = __float2bfloat16(o);
-      }
-    if (t == 0) args.lse[size_t(head.bh) * s.T + i] = row_max[r] + logf(total);
-  }
-}
 
 // ---- backward -----------------------------------------------------------------------------------
 // p = exp(s scale - lse), m the dropout multiplier, dp = dout . v, D = dout . out:
@@ -655,37 +379,6 @@ __global__ void __launch_bounds__(kThreads)
                          s.T);
 }
 
-template <typename Launch>
-void with_head_size(int head_size, Launch&& launch) {
-  switch (head_size) {
-    case 16:
-      return launch(std::integral_constant<int, 16>{});
-    case 32:
-      return launch(std::integral_constant<int, 32>{});
-    case 64:
-      return launch(std::integral_constant<int, 64>{});
-    case 128:
-      return launch(std::integral_constant<int, 128>{});
-    default:
-      throw Error("internal: no tensor-core attention for head size " + std::to_string(head_size));
-  }
-}
-
-// Launches `kernel` with `shared` bytes of dynamic shared memory (above the default 48 KiB).
-template <typename Args>
-void launch_with_shared(void (*kernel)(Args), dim3 grid, size_t shared, cudaStream_t stream,
-                        const Args& args, const char* name) {
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(shared)),
-             name);
-  kernel<<<grid, kThreads, shared, stream>>>(args);
-  check_launch(name);
-}
-
-dim3 grid_for(int rows, const AttentionShape& s) {
-  if (size_t(s.B) * s.H > 65535) throw Error("attention: batch_size * n_head above 65535");
-  return dim3(blocks_for(rows, kRows), s.B * s.H);
-}
 
 }  // namespace
 
@@ -702,15 +395,6 @@ void flash_attention_forward_bf16(const AttentionForwardArgs& args, cudaStream_t
   });
 }
 
-void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream) {
-  with_head_size(args.shape.head_size, [&](auto head) {
-    constexpr int kHead = decltype(head)::value;
-    launch_with_shared(flash_forward_registers_kernel<kHead>,
-                       grid_for(args.shape.T - args.q_start, args.shape),
-                       sizeof(RegisterForwardTiles<kHead>), stream, args,
-                       "flash_forward_registers");
-  });
-}
 
 void flash_attention_backward_bf16(const AttentionBackwardArgs& args, cudaStream_t stream) {
   with_head_size(args.shape.head_size, [&](auto head) {

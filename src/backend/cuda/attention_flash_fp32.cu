@@ -413,7 +413,12 @@ void CudaBackend::attention_backward(float* dqkv, const float* dout, const float
   args.shape = shape;
   args.dropout = {dropout, live_dropout_step()};
   if (uses_tensor_core_attention(hs)) {
-    cuda::flash_attention_backward_bf16(args, stream_);
+    if (backward_in_registers_ && cuda::register_attention_backward_supports(hs)) {
+      cuda::flash_attention_backward_registers(args, stream_);
+      ++attention_launches_.register_backward;
+    } else {
+      cuda::flash_attention_backward_bf16(args, stream_);
+    }
     ++attention_launches_.tensor_core_backward;
   } else {
     cuda::flash_attention_backward_fp32(args, stream_);

@@ -78,9 +78,12 @@ void flash_attention_backward_fp32(const AttentionBackwardArgs& args, cudaStream
 // bf16 products on tensor cores (fp32 accumulation and softmax); head sizes 16, 32, 64, 128.
 bool tensor_core_attention_supports(int head_size);
 void flash_attention_forward_bf16(const AttentionForwardArgs& args, cudaStream_t stream);
-// The same forward with the scores in registers (mma.sync, FlashAttention-2's arrangement);
-// chosen by FOLIO_ATTENTION_FORWARD=registers until it has been measured on a GPU.
+// The same with the scores in registers (attention_registers.cu: mma.sync, FlashAttention-2's
+// arrangement), chosen by FOLIO_ATTENTION_FORWARD=registers and FOLIO_ATTENTION_BACKWARD=registers
+// until they have been measured on a GPU; the backward takes head sizes up to 64.
 void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream);
+bool register_attention_backward_supports(int head_size);
+void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream);
 void flash_attention_backward_bf16(const AttentionBackwardArgs& args, cudaStream_t stream);
 
 }  // namespace folio::cuda

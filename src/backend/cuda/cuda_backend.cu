@@ -53,8 +53,12 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   check_cuda(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
   gpu_name_ = properties.name;
   sm_count_ = properties.multiProcessorCount;
-  const char* attention_forward = std::getenv("FOLIO_ATTENTION_FORWARD");
-  forward_in_registers_ = attention_forward && std::string(attention_forward) == "registers";
+  const auto says_registers = [](const char* variable) {
+    const char* value = std::getenv(variable);
+    return value && std::string(value) == "registers";
+  };
+  forward_in_registers_ = says_registers("FOLIO_ATTENTION_FORWARD");
+  backward_in_registers_ = says_registers("FOLIO_ATTENTION_BACKWARD");
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
@@ -114,6 +118,8 @@ std::string CudaBackend::description() const {
                      (options_.flash_attention ? ", flash attention" : ", attention unfused");
   if (!options_.fused_kernels) text += ", kernels unfused";
   if (forward_in_registers_ && options_.flash_attention) text += ", attention forward in registers";
+  if (backward_in_registers_ && options_.flash_attention)
+    text += ", attention backward in registers";
   return text + ")";
 }
 

@@ -138,7 +138,8 @@ class CudaBackend final : public Backend {
   // path they mean to cover (the tensor cores' bf16 kernels, say) was the one taken.
   struct AttentionLaunches {
     int tensor_core_forward = 0, tensor_core_backward = 0;  // bf16 mma kernels
-    int register_forward = 0;  // of tensor_core_forward: FOLIO_ATTENTION_FORWARD=registers
+    int register_forward = 0;   // of tensor_core_forward: FOLIO_ATTENTION_FORWARD=registers
+    int register_backward = 0;  // of tensor_core_backward: FOLIO_ATTENTION_BACKWARD=registers
     int fp32_flash_forward = 0, fp32_flash_backward = 0;    // flash-style on CUDA cores
     int unfused_forward = 0, unfused_backward = 0;          // probabilities in memory
   };
@@ -260,9 +261,11 @@ class CudaBackend final : public Backend {
   void abandon_step_capture() noexcept;  // ends a recording that an error cut short
 
   AttentionLaunches attention_launches_;
-  // FOLIO_ATTENTION_FORWARD=registers at construction: the tensor-core attention's forward keeps
-  // its scores in registers (attention_kernels.h), an alternative until measured on a GPU.
+  // FOLIO_ATTENTION_FORWARD=registers and FOLIO_ATTENTION_BACKWARD=registers at construction:
+  // the tensor-core attention keeps its scores in registers (attention_registers.cu), an
+  // alternative until measured on a GPU.
   bool forward_in_registers_ = false;
+  bool backward_in_registers_ = false;
 };
 
 }  // namespace folio

@@ -1,0 +1,487 @@
+// Tensor-core attention with the scores in registers: FlashAttention-2's arrangement of the
+// kernels in attention_flash_bf16.cu (attention_kernels.h has the algorithm; the numerics are the
+// same: bf16 operands, fp32 scores, statistics and accumulators, row sums before dropout), chosen
+// by FOLIO_ATTENTION_FORWARD=registers and FOLIO_ATTENTION_BACKWARD=registers until a GPU has
+// measured them against those.
+//
+// Each warp keeps its 16 rows' operands, scores, probabilities and accumulators in registers;
+// only the other side's rows (64 at a step) pass through shared memory. The products are PTX
+// mma.sync m16n8k16 (bf16 in, fp32 accumulators), whose fragment layout is documented, unlike
+// WMMA's. With g = lane / 4 and t = lane % 4:
+//   accumulator (16 x 8, fp32): registers 0, 1 hold row g, columns 2t and 2t + 1; 2, 3 row g + 8;
+//   A (16 x 16, bf16 pairs): (row g, columns 2t, 2t + 1), (row g + 8, the same),
+//                            (row g, columns 2t + 8, 2t + 9), (row g + 8, the same);
+//   B (16 x 8, bf16 pairs): (rows 2t, 2t + 1 of column g), (rows 2t + 8, 2t + 9 of column g);
+// a pair's lower column (or row) in the lower half. So two adjacent accumulator tiles of scores
+// are, as they stand, the A fragment of the next product: P V in the forward pass, (P M)^T dout,
+// dS^T q and dS k in the backward.
+#include <cuda_bf16.h>
+
+#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/attention_tiles.cuh"
+
+namespace folio::cuda {
+
+namespace {
+
+constexpr int kHeadSizeOfRegisterBackward = 64;  // the largest: at 128 its accumulators spill
+
+// ---- fragments ----------------------------------------------------------------------------------
+
+// d += a b: a 16 x 16 (A fragment), b 16 x 8 (B fragment), d 16 x 8 fp32.
+__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4],
+                                            const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two bf16 in one register, `low` in the lower half.
+__device__ __forceinline__ uint32_t packed_bf16(float low, float high) {
+  return uint32_t(__bfloat16_as_ushort(__float2bfloat16(low))) |
+         (uint32_t(__bfloat16_as_ushort(__float2bfloat16(high))) << 16);
+}
+// Two adjacent bf16 of a row in shared memory (4-byte aligned), and two of a column (rows ld
+// apart).
+__device__ __forceinline__ uint32_t row_pair(const bf16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+__device__ __forceinline__ uint32_t column_pair(const bf16* p, int ld) {
+  return uint32_t(__bfloat16_as_ushort(p[0])) | (uint32_t(__bfloat16_as_ushort(p[ld])) << 16);
+}
+
+__device__ __forceinline__ int lane_group() {
+  return (threadIdx.x % kWarpSize) / 4;
+}  // g
+__device__ __forceinline__ int lane_pair() {
+  return threadIdx.x % 4;
+}  // t
+
+// The A fragment of rows row.. row + 15, columns column.. column + 15 of a row-major tile.
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16* tile, int ld, int row,
+                                       int column) {
+  const bf16* p = tile + (row + lane_group()) * ld + column + 2 * lane_pair();
+  a[0] = row_pair(p);
+  a[1] = row_pair(p + 8 * ld);
+  a[2] = row_pair(p + 8);
+  a[3] = row_pair(p + 8 * ld + 8);
+}
+// The B fragment (k.. k + 15, n.. n + 7) of the transpose of a row-major tile: B[k][n] is
+// tile[n][k] (k^T in q k^T: the tile's rows are B's columns).
+__device__ __forceinline__ void load_b_transposed(uint32_t (&b)[2], const bf16* tile, int ld, int k,
+                                                  int n) {
+  const bf16* p = tile + (n + lane_group()) * ld + k + 2 * lane_pair();
+  b[0] = row_pair(p);
+  b[1] = row_pair(p + 8);
+}
+// The B fragment (k.. k + 15, n.. n + 7) of a row-major tile: B[k][n] is tile[k][n] (v in p v).
+__device__ __forceinline__ void load_b(uint32_t (&b)[2], const bf16* tile, int ld, int k, int n) {
+  const bf16* p = tile + (k + 2 * lane_pair()) * ld + n + lane_group();
+  b[0] = column_pair(p, ld);
+  b[1] = column_pair(p + 8 * ld, ld);
+}
+// Two adjacent 16 x 8 accumulator tiles (columns c.. c + 7 and c + 8.. c + 15) as one A fragment.
+__device__ __forceinline__ void a_of(uint32_t (&a)[4], const float (&left)[4],
+                                     const float (&right)[4]) {
+  a[0] = packed_bf16(left[0], left[1]);
+  a[1] = packed_bf16(left[2], left[3]);
+  a[2] = packed_bf16(right[0], right[1]);
+  a[3] = packed_bf16(right[2], right[3]);
+}
+
+template <int kTiles>
+__device__ __forceinline__ void zero(float (&tiles)[kTiles][4]) {
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) tiles[n][0] = tiles[n][1] = tiles[n][2] = tiles[n][3] = 0.0f;
+}
+
+// accumulators (16 x kHead) += a (16 x kColumns, as kColumns / 8 accumulator tiles) b, b a
+// row-major (kColumns x kHead) tile: p v, (p m)^T dout, ds^T q, ds k.
+template <int kHead, int kColumns>
+__device__ __forceinline__ void accumulate_product(float (&accumulators)[kHead / 8][4],
+                                                   const float (&a_tiles)[kColumns / 8][4],
+                                                   const bf16* b_tile) {
+  using S = Strides<kHead>;
+#pragma unroll
+  for (int kc = 0; kc < kColumns / 16; ++kc) {
+    uint32_t a[4];
+    a_of(a, a_tiles[2 * kc], a_tiles[2 * kc + 1]);
+#pragma unroll
+    for (int n = 0; n < kHead / 8; ++n) {
+      uint32_t b[2];
+      load_b(b, b_tile, S::kHeadRow, kc * 16, n * 8);
+      mma_16x8x16(accumulators[n], a, b);
+    }
+  }
+}
+
+// scores (16 x kColumns) = own (16 x kHead, A fragments) other^T, other a row-major (kColumns x
+// kHead) tile: q k^T, k q^T, dout v^T, v dout^T.
+template <int kHead, int kColumns>
+__device__ __forceinline__ void product_with_rows(float (&scores)[kColumns / 8][4],
+                                                  const uint32_t (&own)[kHead / 16][4],
+                                                  const bf16* other) {
+  using S = Strides<kHead>;
+#pragma unroll
+  for (int n = 0; n < kColumns / 8; ++n) {
+    scores[n][0] = scores[n][1] = scores[n][2] = scores[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kHead / 16; ++kk) {
+      uint32_t b[2];
+      load_b_transposed(b, other, S::kHeadRow, kk * 16, n * 8);
+      mma_16x8x16(scores[n], own[kk], b);
+    }
+  }
+}
+
+// The warp's 16 rows of a row-major tile (from row0), as the A fragments of its kHead columns.
+template <int kHead>
+__device__ __forceinline__ void load_own(uint32_t (&own)[kHead / 16][4], const bf16* tile,
+                                         int row0) {
+#pragma unroll
+  for (int kk = 0; kk < kHead / 16; ++kk)
+    load_a(own[kk], tile, Strides<kHead>::kHeadRow, row0, kk * 16);
+}
+
+// Writes a warp's 16 x kHead results (accumulator tiles; rows from first_row, those at or past
+// limit skipped) into columns [0, kHead) of a (rows, ld) fp32 matrix and its bf16 copy.
+template <int kHead>
+__device__ void store_rows(const float (&results)[kHead / 8][4], float* out, bf16* out_bf16,
+                           size_t ld, int first_row, int limit) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = first_row + lane_group() + 8 * r;
+    if (row >= limit) continue;
+#pragma unroll
+    for (int n = 0; n < kHead / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const size_t offset = size_t(row) * ld + n * 8 + 2 * lane_pair() + e;
+        out[offset] = results[n][2 * r + e];
+        if (out_bf16) out_bf16[offset] = __float2bfloat16(results[n][2 * r + e]);
+      }
+  }
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+template <int kHead>
+struct ForwardTiles {
+  using S = Strides<kHead>;
+  alignas(16) bf16 q[kRows * S::kHeadRow];
+  alignas(16) bf16 k[kStep * S::kHeadRow];
+  alignas(16) bf16 v[kStep * S::kHeadRow];
+};
+
+template <int kHead>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_registers_kernel(AttentionForwardArgs args) {
+  using S = Strides<kHead>;
+  // keys scored at once (of the step's kStep): fewer for wide heads, whose output takes more
+  // registers (at 128, 64 keys spilled)
+  constexpr int kChunk = kHead >= 128 ? 32 : 64;
+  constexpr int kKeyTiles = kChunk / 8;  // 8-key tiles of a chunk's scores
+  constexpr int kOutTiles = kHead / 8;   // 8-column tiles of the output
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  ForwardTiles<kHead>& tiles = *reinterpret_cast<ForwardTiles<kHead>*>(shared_bytes);
+  const ForwardBlock block = forward_block(args);
+  const auto& [s, A, ld, head, first_row, last_row, warp, lane, row0, spec] = block;
+  const int g = lane_group(), t = lane_pair();
+  const int rows[2] = {first_row + row0 + g, first_row + row0 + g + 8};  // this thread's two
+
+  load_rows<kHead, kRows>(tiles.q, S::kHeadRow, head.q, ld, first_row, s.T);
+  __syncthreads();
+  uint32_t q[kHead / 16][4];
+  load_own<kHead>(q, tiles.q, row0);
+
+  float out[kOutTiles][4];
+  zero(out);
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};  // this thread's share of its rows' sums (columns 2t, 2t + 1)
+
+  for (int step = 0; step <= last_row; step += kStep) {
+    if (!load_key_step<kHead>(tiles.k, tiles.v, block, step)) continue;
+#pragma unroll 1
+    for (int j0 = step; j0 < step + kStep; j0 += kChunk) {
+      const bf16* k_rows = tiles.k + (j0 - step) * S::kHeadRow;
+      const bf16* v_rows = tiles.v + (j0 - step) * S::kHeadRow;
+      float score[kKeyTiles][4];
+      product_with_rows<kHead, kChunk>(score, q, k_rows);
+      // online softmax: scaled, causal (a key after the row is -inf), the rows' new maxima
+      float step_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int j = j0 + nt * 8 + 2 * t + (c & 1);
+          const float value = j <= rows[c / 2] ? score[nt][c] * head.scale : -INFINITY;
+          score[nt][c] = value;
+          step_max[c / 2] = fmaxf(step_max[c / 2], value);
+        }
+      float subtract[2], correction[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float new_max = fmaxf(row_max[r], group_max<4>(step_max[r]));
+        subtract[r] = new_max == -INFINITY ? 0.0f : new_max;  // a row that saw no key yet
+        correction[r] = expf(row_max[r] - subtract[r]);
+        row_max[r] = new_max;
+        row_sum[r] *= correction[r];
+      }
+      // probabilities (unnormalised), summed before dropout, then dropped out: element
+      // (h T + i) T + j of sample b's stream, as every backend draws it
+      DropoutCursor masks[2] = {DropoutCursor(spec, static_cast<uint32_t>(head.b)),
+                                DropoutCursor(spec, static_cast<uint32_t>(head.b))};
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int r = c / 2, j = j0 + nt * 8 + 2 * t + (c & 1);
+          float p = expf(score[nt][c] - subtract[r]);
+          row_sum[r] += p;
+          if (spec.active() && p > 0.0f)
+            p *= masks[r].multiplier((uint64_t(head.h) * s.T + rows[r]) * s.T + j);
+          score[nt][c] = p;
+        }
+#pragma unroll
+      for (int dt = 0; dt < kOutTiles; ++dt) {
+        out[dt][0] *= correction[0];
+        out[dt][1] *= correction[0];
+        out[dt][2] *= correction[1];
+        out[dt][3] *= correction[1];
+      }
+      accumulate_product<kHead, kChunk>(out, score, v_rows);  // out += p v
+    }
+  }
+
+  // out / sum, its saved copy and bf16 copy, and each row's log-sum-exp
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float total = group_sum<4>(row_sum[r]);
+    const int i = rows[r];
+    if (i >= s.T) continue;
+    const size_t row_offset = (size_t(head.b) * s.T + i) * A + head.h * kHead + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < kOutTiles; ++dt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const size_t offset = row_offset + dt * 8 + e;
+        const float o = out[dt][2 * r + e] / total;
+        args.out[offset] = o;
+        args.out_copy[offset] = o;
+        if (args.out_bf16) args.out_bf16[offset] = __float2bfloat16(o);
+      }
+    if (t == 0) args.lse[size_t(head.bh) * s.T + i] = row_max[r] + logf(total);
+  }
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+// p = exp(s scale - lse), m the dropout multiplier, dp = dout . v, D = dout . out:
+//   dv += (p m)^T dout,   ds = p (dp m - D) scale,   dk += ds^T q,   dq += ds k.
+// As in attention_flash_bf16.cu, two kernels: one per block of keys (dk, dv; the scores
+// transposed, keys as rows) and one per block of queries (dq), each recomputing p.
+
+template <int kHead>
+struct BackwardTiles {
+  using S = Strides<kHead>;
+  alignas(16) bf16 a[kStep * S::kHeadRow];  // the step's queries (dk/dv) or keys (dq)
+  alignas(16) bf16 b[kStep * S::kHeadRow];  // their output gradients, or values
+  float lse[kStep], row_dot[kStep];         // of the step's queries (dk/dv)
+  static_assert(kRows == kStep);            // a and b hold the block's own rows first
+};
+
+// What a backward block works on: head (b, h), its own kRows rows (keys or queries) from first,
+// the warp's 16 of them from row0.
+struct BackwardBlock {
+  AttentionShape s;
+  int A, ld;
+  HeadBlock head;
+  int first, row0;
+  DropoutSpec spec;
+};
+
+__device__ inline BackwardBlock backward_block(const AttentionBackwardArgs& args) {
+  BackwardBlock block;
+  block.s = args.shape;
+  block.A = block.s.width();
+  block.ld = 3 * block.A;
+  block.head = head_block(block.s, args.qkv, args.dout);
+  block.first = blockIdx.x * kRows;
+  block.row0 = (threadIdx.x / kWarpSize) * kTile;
+  block.spec = args.dropout.resolve();
+  return block;
+}
+
+// dk and dv for the block's 64 keys, over the query steps that see them. The scores are kept
+// transposed (s^T = k q^T: the warp's 16 keys as rows, the step's queries as columns), so that
+// (p m)^T and ds^T are A fragments as they stand.
+template <int kHead>
+__global__ void __launch_bounds__(kThreads)
+    flash_backward_keys_registers_kernel(AttentionBackwardArgs args) {
+  using S = Strides<kHead>;
+  constexpr int kChunk = 32;  // queries scored at once (of the step's kStep), for registers
+  constexpr int kOutTiles = kHead / 8;
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  BackwardTiles<kHead>& tiles = *reinterpret_cast<BackwardTiles<kHead>*>(shared_bytes);
+  const BackwardBlock block = backward_block(args);
+  const auto& [s, A, ld, head, first_key, row0, spec] = block;
+  const int g = lane_group(), t = lane_pair();
+  const int keys[2] = {first_key + row0 + g, first_key + row0 + g + 8};  // this thread's two
+  DropoutCursor mask(spec, static_cast<uint32_t>(head.b));
+
+  // the warp's keys and values, as A fragments
+  load_rows<kHead, kRows>(tiles.a, S::kHeadRow, head.q + A, ld, first_key, s.T);
+  load_rows<kHead, kRows>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, first_key, s.T);
+  __syncthreads();
+  uint32_t k[kHead / 16][4], v[kHead / 16][4];
+  load_own<kHead>(k, tiles.a, row0);
+  load_own<kHead>(v, tiles.b, row0);
+  float dk[kOutTiles][4], dv[kOutTiles][4];
+  zero(dk);
+  zero(dv);
+
+  for (int i0 = first_key; i0 < s.T; i0 += kStep) {  // queries before first_key see no key here
+    __syncthreads();  // every warp is done with the last step (and with its own rows)
+    load_rows<kHead, kStep>(tiles.a, S::kHeadRow, head.q, ld, i0, s.T);
+    load_rows<kHead, kStep>(tiles.b, S::kHeadRow, head.dout, A, i0, s.T);
+    for (int c = threadIdx.x; c < kStep; c += blockDim.x) {  // past T, p = 0
+      const int i = i0 + c;
+      tiles.lse[c] = i < s.T ? args.lse[size_t(head.bh) * s.T + i] : INFINITY;
+      tiles.row_dot[c] = i < s.T ? args.row_dot[size_t(head.bh) * s.T + i] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int chunk = 0; chunk < kStep; chunk += kChunk) {
+      const bf16* q_rows = tiles.a + chunk * S::kHeadRow;
+      const bf16* dout_rows = tiles.b + chunk * S::kHeadRow;
+      float p[kChunk / 8][4], ds[kChunk / 8][4];
+      product_with_rows<kHead, kChunk>(p, k, q_rows);      // s^T = k q^T
+      product_with_rows<kHead, kChunk>(ds, v, dout_rows);  // dp^T = v dout^T
+#pragma unroll
+      for (int nt = 0; nt < kChunk / 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int column = chunk + nt * 8 + 2 * t + (c & 1), i = i0 + column, j = keys[c / 2];
+          const bool visible = j <= i && i < s.T;
+          const float probability =
+              visible ? expf(p[nt][c] * head.scale - tiles.lse[column]) : 0.0f;
+          const float m = spec.active() && visible
+                              ? mask.multiplier((uint64_t(head.h) * s.T + i) * s.T + j)
+                              : 1.0f;
+          p[nt][c] = probability * m;
+          ds[nt][c] = probability * (ds[nt][c] * m - tiles.row_dot[column]) * head.scale;
+        }
+      accumulate_product<kHead, kChunk>(dv, p, dout_rows);  // dv += (p m)^T dout
+      accumulate_product<kHead, kChunk>(dk, ds, q_rows);    // dk += ds^T q
+    }
+  }
+  const size_t head_offset = size_t(head.b) * s.T * ld + head.h * kHead;
+  float* dqkv = args.dqkv + head_offset;
+  bf16* dqkv_bf16 = args.dqkv_bf16 ? args.dqkv_bf16 + head_offset : nullptr;
+  store_rows<kHead>(dk, dqkv + A, dqkv_bf16 ? dqkv_bf16 + A : nullptr, ld, first_key + row0, s.T);
+  store_rows<kHead>(dv, dqkv + 2 * A, dqkv_bf16 ? dqkv_bf16 + 2 * A : nullptr, ld, first_key + row0,
+                    s.T);
+}
+
+// dq for the block's 64 queries, over the key steps they see.
+template <int kHead>
+__global__ void __launch_bounds__(kThreads)
+    flash_backward_queries_registers_kernel(AttentionBackwardArgs args) {
+  using S = Strides<kHead>;
+  constexpr int kChunk = kHead >= 64 ? 32 : 64;  // keys scored at once, for registers
+  constexpr int kOutTiles = kHead / 8;
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  BackwardTiles<kHead>& tiles = *reinterpret_cast<BackwardTiles<kHead>*>(shared_bytes);
+  const BackwardBlock block = backward_block(args);
+  const auto& [s, A, ld, head, first_row, row0, spec] = block;
+  const int last_row = min(s.T - 1, first_row + kRows - 1);
+  const int g = lane_group(), t = lane_pair();
+  const int rows[2] = {first_row + row0 + g, first_row + row0 + g + 8};  // this thread's two
+  float lse[2], row_dot[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    lse[r] = rows[r] < s.T ? args.lse[size_t(head.bh) * s.T + rows[r]] : INFINITY;
+    row_dot[r] = rows[r] < s.T ? args.row_dot[size_t(head.bh) * s.T + rows[r]] : 0.0f;
+  }
+  DropoutCursor masks[2] = {DropoutCursor(spec, static_cast<uint32_t>(head.b)),
+                            DropoutCursor(spec, static_cast<uint32_t>(head.b))};
+
+  // the warp's queries and output gradients, as A fragments
+  load_rows<kHead, kRows>(tiles.a, S::kHeadRow, head.q, ld, first_row, s.T);
+  load_rows<kHead, kRows>(tiles.b, S::kHeadRow, head.dout, A, first_row, s.T);
+  __syncthreads();
+  uint32_t q[kHead / 16][4], dout[kHead / 16][4];
+  load_own<kHead>(q, tiles.a, row0);
+  load_own<kHead>(dout, tiles.b, row0);
+  float dq[kOutTiles][4];
+  zero(dq);
+
+  for (int j0 = 0; j0 <= last_row; j0 += kStep) {
+    __syncthreads();  // every warp is done with the last step (and with its own rows)
+    load_rows<kHead, kStep>(tiles.a, S::kHeadRow, head.q + A, ld, j0, s.T);
+    load_rows<kHead, kStep>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, j0, s.T);
+    __syncthreads();
+    if (first_row + row0 + kTile - 1 < j0) continue;  // all this warp's rows precede the keys
+#pragma unroll 1
+    for (int chunk = 0; chunk < kStep; chunk += kChunk) {
+      const bf16* k_rows = tiles.a + chunk * S::kHeadRow;
+      const bf16* v_rows = tiles.b + chunk * S::kHeadRow;
+      float ds[kChunk / 8][4], dp[kChunk / 8][4];
+      product_with_rows<kHead, kChunk>(ds, q, k_rows);     // s = q k^T
+      product_with_rows<kHead, kChunk>(dp, dout, v_rows);  // dp = dout v^T
+#pragma unroll
+      for (int nt = 0; nt < kChunk / 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int r = c / 2, i = rows[r], j = j0 + chunk + nt * 8 + 2 * t + (c & 1);
+          const bool visible = j <= i && i < s.T;
+          const float probability = visible ? expf(ds[nt][c] * head.scale - lse[r]) : 0.0f;
+          const float m = spec.active() && visible
+                              ? masks[r].multiplier((uint64_t(head.h) * s.T + i) * s.T + j)
+                              : 1.0f;
+          ds[nt][c] = probability * (dp[nt][c] * m - row_dot[r]) * head.scale;
+        }
+      accumulate_product<kHead, kChunk>(dq, ds, k_rows);  // dq += ds k
+    }
+  }
+  const size_t head_offset = size_t(head.b) * s.T * ld + head.h * kHead;
+  store_rows<kHead>(dq, args.dqkv + head_offset,
+                    args.dqkv_bf16 ? args.dqkv_bf16 + head_offset : nullptr, ld, first_row + row0,
+                    s.T);
+}
+
+}  // namespace
+
+void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream) {
+  with_head_size(args.shape.head_size, [&](auto head) {
+    constexpr int kHead = decltype(head)::value;
+    launch_with_shared(flash_forward_registers_kernel<kHead>,
+                       grid_for(args.shape.T - args.q_start, args.shape),
+                       sizeof(ForwardTiles<kHead>), stream, args, "flash_forward_registers");
+  });
+}
+
+bool register_attention_backward_supports(int head_size) {
+  return tensor_core_attention_supports(head_size) && head_size <= kHeadSizeOfRegisterBackward;
+}
+
+void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream) {
+  if (!register_attention_backward_supports(args.shape.head_size))
+    throw Error("internal: no register attention backward for head size " +
+                std::to_string(args.shape.head_size));
+  with_head_size(args.shape.head_size, [&](auto head) {
+    constexpr int kHead = decltype(head)::value;
+    if constexpr (kHead <= kHeadSizeOfRegisterBackward) {
+      const dim3 grid = grid_for(args.shape.T, args.shape);
+      launch_with_shared(flash_backward_keys_registers_kernel<kHead>, grid,
+                         sizeof(BackwardTiles<kHead>), stream, args,
+                         "flash_backward_keys_registers");
+      launch_with_shared(flash_backward_queries_registers_kernel<kHead>, grid,
+                         sizeof(BackwardTiles<kHead>), stream, args,
+                         "flash_backward_queries_registers");
+    }
+  });
+}
+
+}  // namespace folio::cuda

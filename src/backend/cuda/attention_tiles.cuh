@@ -1,0 +1,159 @@
+// What the tensor-core attention kernels share (attention_flash_bf16.cu: WMMA fragments through
+// shared memory; attention_registers.cu: mma.sync with the scores in registers): the block shape,
+// padded tile strides, the loads of fp32 rows into bf16 tiles, the forward blocks' set-up and the
+// launchers. A block is kWarps warps; each warp owns kTile (16) of the block's kRows rows and
+// steps through kStep rows of the other side at a time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/cuda_memory.h"
+#include "core/error.h"
+
+namespace folio::cuda {
+
+constexpr int kTile = 16;  // a warp's rows; WMMA's m, n and k
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kRows = kWarps * kTile;  // the block's own rows
+constexpr int kStep = 64;              // rows of the other side per step
+static_assert(kWarpSize % kTile == 0 && kStep % kTile == 0);
+
+// Leading dimensions, padded so that rows start on different banks (and stay multiples of 16
+// bytes, as WMMA needs).
+template <int kHead>
+struct Strides {
+  static constexpr int kHeadRow = kHead + 8;   // bf16 rows of q, k, v, dout
+  static constexpr int kScoreRow = kStep + 4;  // fp32 scores
+  static constexpr int kProbRow = kStep + 8;   // bf16 probabilities, score gradients
+  static constexpr int kOutRow = kHead + 4;    // fp32 outputs and result staging
+};
+
+// Rows first.. first + kCount - 1 of an fp32 matrix (row stride `ld`) into a bf16 tile; rows at
+// or past `limit` are zero. Each thread issues all its loads before it converts and stores any:
+// a loop that stored each value before loading the next waited out one global-memory latency per
+// element, and so did the whole kernel (on an H200, attention took 12 of shakespeare_char's 18.5
+// ms a step). Four floats a load when the rows are 16-byte aligned (cudaMalloc'd activations at a
+// head offset of a multiple of 4 are), else four single loads, still all issued first.
+template <int kHead, int kCount, bool kVectors>
+__device__ void load_rows_as(bf16* tile, int tile_ld, const float* source, size_t ld, int first,
+                             int limit) {
+  constexpr int kQuadsPerRow = kHead / 4;
+  constexpr int kPerThread = kCount * kQuadsPerRow / kThreads;
+  static_assert(kCount * kQuadsPerRow % kThreads == 0);
+  // At most 8 loads (32 registers) in flight a thread, 4 for head size 128, whose kernels hold
+  // twice the accumulators (they spilled with 8 or 16).
+  constexpr int kMostInFlight = kHead >= 128 ? 4 : 8;
+  constexpr int kBatch = kPerThread < kMostInFlight ? kPerThread : kMostInFlight;
+  static_assert(kPerThread % kBatch == 0);
+#pragma unroll
+  for (int base = 0; base < kPerThread; base += kBatch) {
+    float4 values[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = threadIdx.x + (base + u) * kThreads, row = first + e / kQuadsPerRow;
+      const float* p = source + size_t(row) * ld + 4 * (e % kQuadsPerRow);
+      if (row >= limit) {
+        values[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      } else if constexpr (kVectors) {
+        values[u] = __ldg(reinterpret_cast<const float4*>(p));
+      } else {
+        values[u] = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = threadIdx.x + (base + u) * kThreads;
+      // 4-byte aligned: tile_ld is even, and so is the column.
+      auto* out = reinterpret_cast<__nv_bfloat162*>(tile + (e / kQuadsPerRow) * tile_ld +
+                                                    4 * (e % kQuadsPerRow));
+      out[0] = __floats2bfloat162_rn(values[u].x, values[u].y);
+      out[1] = __floats2bfloat162_rn(values[u].z, values[u].w);
+    }
+  }
+}
+
+template <int kHead, int kCount>
+__device__ void load_rows(bf16* tile, int tile_ld, const float* source, size_t ld, int first,
+                          int limit) {
+  if ((reinterpret_cast<uintptr_t>(source) | (ld * sizeof(float))) % 16 == 0) {
+    load_rows_as<kHead, kCount, true>(tile, tile_ld, source, ld, first, limit);
+  } else {
+    load_rows_as<kHead, kCount, false>(tile, tile_ld, source, ld, first, limit);
+  }
+}
+
+// What a forward block works on: head (b, h), its kRows query rows first_row.. last_row, and the
+// calling warp's 16 of them from row0.
+struct ForwardBlock {
+  AttentionShape s;
+  int A, ld;  // the attention width, and qkv's row stride (3A)
+  HeadBlock head;
+  int first_row, last_row;
+  int warp, lane, row0;
+  DropoutSpec spec;
+};
+
+__device__ inline ForwardBlock forward_block(const AttentionForwardArgs& args) {
+  ForwardBlock f;
+  f.s = args.shape;
+  f.A = f.s.width();
+  f.ld = 3 * f.A;
+  f.head = head_block(f.s, args.qkv, nullptr);
+  f.first_row = args.q_start + blockIdx.x * kRows;
+  f.last_row = min(f.s.T - 1, f.first_row + kRows - 1);
+  f.warp = threadIdx.x / kWarpSize;
+  f.lane = threadIdx.x % kWarpSize;
+  f.row0 = f.warp * kTile;
+  f.spec = args.dropout.resolve();
+  return f;
+}
+
+// Keys and values j0.. j0 + kStep - 1 of the block's head into shared memory (as bf16), once every
+// warp is done with the last ones; whether the calling warp has rows that see any of them.
+template <int kHead>
+__device__ bool load_key_step(bf16* k, bf16* v, const ForwardBlock& block, int j0) {
+  using S = Strides<kHead>;
+  __syncthreads();
+  load_rows<kHead, kStep>(k, S::kHeadRow, block.head.q + block.A, block.ld, j0, block.s.T);
+  load_rows<kHead, kStep>(v, S::kHeadRow, block.head.q + 2 * block.A, block.ld, j0, block.s.T);
+  __syncthreads();
+  return block.first_row + block.row0 + kTile - 1 >= j0;
+}
+
+template <typename Launch>
+void with_head_size(int head_size, Launch&& launch) {
+  switch (head_size) {
+    case 16:
+      return launch(std::integral_constant<int, 16>{});
+    case 32:
+      return launch(std::integral_constant<int, 32>{});
+    case 64:
+      return launch(std::integral_constant<int, 64>{});
+    case 128:
+      return launch(std::integral_constant<int, 128>{});
+    default:
+      throw Error("internal: no tensor-core attention for head size " + std::to_string(head_size));
+  }
+}
+
+// Launches `kernel` with `shared` bytes of dynamic shared memory (above the default 48 KiB).
+template <typename Args>
+void launch_with_shared(void (*kernel)(Args), dim3 grid, size_t shared, cudaStream_t stream,
+                        const Args& args, const char* name) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(shared)),
+             name);
+  kernel<<<grid, kThreads, shared, stream>>>(args);
+  check_launch(name);
+}
+
+inline dim3 grid_for(int rows, const AttentionShape& s) {
+  if (size_t(s.B) * s.H > 65535) throw Error("attention: batch_size * n_head above 65535");
+  return dim3(blocks_for(rows, kRows), s.B * s.H);
+}
+
+}  // namespace folio::cuda
