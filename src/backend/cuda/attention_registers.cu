@@ -52,12 +52,13 @@ __device__ __forceinline__ uint32_t column_pair(const bf16* p, int ld) {
   return uint32_t(__bfloat16_as_ushort(p[0])) | (uint32_t(__bfloat16_as_ushort(p[ld])) << 16);
 }
 
+// g and t of the layouts above.
 __device__ __forceinline__ int lane_group() {
   return (threadIdx.x % kWarpSize) / 4;
-}  // g
+}
 __device__ __forceinline__ int lane_pair() {
   return threadIdx.x % 4;
-}  // t
+}
 
 // The A fragment of rows row.. row + 15, columns column.. column + 15 of a row-major tile.
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16* tile, int ld, int row,
