@@ -311,6 +311,10 @@ case "$mode" in
     # says, in both)
     step "folio bench gpt2" 60 "$folio" bench --config gpt2 --device cuda --vocab_size 50257 \
       --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
+    # attention is most of what T = 1024 adds: the kernels with their scores in registers
+    step "folio bench gpt2, attention in registers" 60 env FOLIO_ATTENTION_FORWARD=registers \
+      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config gpt2 --device cuda \
+      --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
     step "torch peer gpt2" 120 "$python" bench/gpu/torch_gpu_peer.py --config gpt2 \
       --vocab_size 50257 --batch_size 16 --block_size 1024 --steps 20 --warmup 5
     compare_with_peer "gpt2 124M, B 16, T 1024" "folio bench gpt2" "torch peer gpt2"
