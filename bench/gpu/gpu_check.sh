@@ -317,7 +317,12 @@ case "$mode" in
       --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
     step "torch peer gpt2" 120 "$python" bench/gpu/torch_gpu_peer.py --config gpt2 \
       --vocab_size 50257 --batch_size 16 --block_size 1024 --steps 20 --warmup 5
-    compare_with_peer "gpt2 124M, B 16, T 1024" "folio bench gpt2" "torch peer gpt2"
+    # and replaying CUDA graphs, as on shakespeare_char, where that mode was PyTorch's faster
+    step "torch peer gpt2 graphs" 120 "$python" bench/gpu/torch_gpu_peer.py --config gpt2 \
+      --vocab_size 50257 --batch_size 16 --block_size 1024 --steps 20 --warmup 5 \
+      --compile_mode reduce-overhead
+    compare_with_peer "gpt2 124M, B 16, T 1024" "folio bench gpt2" "torch peer gpt2" \
+      "torch peer gpt2 graphs"
     step "ladder" 120 "$folio" bench --ladder --config shakespeare_char --device cuda --steps 20 \
       --warmup 3
     extra+="targets: shakespeare_char val <= 1.60 (seed 1.5677), nanogpt_char val <= 1.48; a 5000-step seed run < 60 s"
