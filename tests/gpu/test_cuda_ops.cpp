@@ -64,9 +64,10 @@ void check_matmul(Backend& backend, int N, int IC, int OC, double tolerance) {
     auto d_dw = to_device(backend, add ? dw0 : Floats(dw0.size(), NAN));
     auto d_db = to_device(backend, add ? db0 : Floats(db0.size(), NAN));
     backend.matmul_backward(d_dx.as<float>(), d_dw.as<float>(), d_db.as<float>(),
-                            d_dout.as<float>(), d_x.as<float>(), d_w.as<float>(), N, IC, OC, update);
+                            d_dout.as<float>(), d_x.as<float>(), d_w.as<float>(), N, IC, OC,
+                            update);
     Doubles dx(x.size()), dw = add ? widened(dw0) : Doubles(dw0.size(), 0.0),
-                         db = add ? widened(db0) : Doubles(db0.size(), 0.0);
+                          db = add ? widened(db0) : Doubles(db0.size(), 0.0);
     reference::matmul_backward(dx.data(), dw.data(), db.data(), widened(dout).data(),
                                widened(x).data(), widened(w).data(), N, IC, OC);
     EXPECT_LT(relative_error(to_host(backend, d_dx, dx.size()), dx), tolerance);
@@ -197,7 +198,7 @@ void check_rows_after_q_start(Backend& backend) {
   auto d_qkv = to_device(backend, qkv), d_out = to_device(backend, start);
   auto d_saved = to_device(backend, Floats(backend.attention_saved_floats(B, T, H, hs), 0.0f));
   backend.attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H, hs,
-                             q_start, no_dropout());
+                            q_start, no_dropout());
   const Floats result = to_host(backend, d_out, out.size());
   EXPECT_TRUE(std::equal(result.begin(), result.begin() + size_t(q_start) * A, start.begin()));
   EXPECT_LT(relative_error(result, out), kBf16Attention);
@@ -208,8 +209,8 @@ void check_rows_after_q_start(Backend& backend) {
 // cases as the default kernels, each side alone (the other side's default kernel reading what it
 // saved, or saving what it reads) and both.
 std::unique_ptr<Backend> backend_with_register_attention(bool forward, bool backward) {
-  if (forward) ::setenv("FOLIO_ATTENTION_FORWARD", "registers", 1);
-  if (backward) ::setenv("FOLIO_ATTENTION_BACKWARD", "registers", 1);
+  ::setenv("FOLIO_ATTENTION_FORWARD", forward ? "registers" : "wmma", 1);
+  ::setenv("FOLIO_ATTENTION_BACKWARD", backward ? "registers" : "wmma", 1);
   auto backend = cuda_backend("bf16");
   ::unsetenv("FOLIO_ATTENTION_FORWARD");
   ::unsetenv("FOLIO_ATTENTION_BACKWARD");
@@ -232,6 +233,20 @@ TEST_F(CudaOps, FlashAttentionBackwardInRegisters) {
   EXPECT_EQ(launches(*backend).register_backward, cases - 2);
   EXPECT_EQ(launches(*backend).tensor_core_backward, cases);
   EXPECT_EQ(launches(*backend).register_forward, 0);
+}
+
+TEST_F(CudaOps, AttentionKernelChoiceRefusesAnUnknownName) {
+  ::setenv("FOLIO_ATTENTION_BACKWARD", "regsters", 1);
+  try {
+    cuda_backend("bf16");
+    ADD_FAILURE() << "FOLIO_ATTENTION_BACKWARD=regsters was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("FOLIO_ATTENTION_BACKWARD=regsters: expected registers or wmma"),
+        std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("FOLIO_ATTENTION_BACKWARD");
 }
 
 TEST_F(CudaOps, FlashAttentionInRegistersBothWays) {
@@ -455,8 +470,8 @@ TEST_F(CudaOps, SumOfSquaresAndClippedAdamWOverMillions) {
   AdamWStep update{1e-2, 0.9, 0.999, 1e-8, 0.1, 1};
   update.clip_max_norm = 0.5f * std::sqrt(device_squares);
   update.clip_squared_norm = d_result.as<float>();
-  backend->adamw_update(d_params.as<float>(), d_x.as<float>(), d_m.as<float>(), d_v.as<float>(),
-                        n, update);
+  backend->adamw_update(d_params.as<float>(), d_x.as<float>(), d_m.as<float>(), d_v.as<float>(), n,
+                        update);
   Doubles params_ref = widened(params), m_ref(n, 0.0), v_ref(n, 0.0);
   update.clip_squared_norm = &device_squares;
   reference::adamw_update(params_ref.data(), widened(x).data(), m_ref.data(), v_ref.data(), n,

@@ -46,6 +46,24 @@ std::unique_ptr<Backend> make_cuda_backend(int /*threads*/, const BackendOptions
   return std::make_unique<CudaBackend>(options.device_index % count, options);
 }
 
+namespace {
+
+// Which tensor-core attention kernels run, each side: "wmma" (attention_flash_bf16.cu, products
+// through shared memory) or "registers" (attention_registers.cu, FlashAttention-2's arrangement).
+// The default stays wmma until the register kernels have passed and measured faster on a GPU;
+// FOLIO_ATTENTION_FORWARD and FOLIO_ATTENTION_BACKWARD choose either way.
+constexpr const char* kDefaultAttentionKernels = "wmma";
+
+bool attention_kernels_in_registers(const char* variable) {
+  const char* set = std::getenv(variable);
+  const std::string value = set && *set ? set : kDefaultAttentionKernels;
+  if (value != "registers" && value != "wmma")
+    throw Error(std::string(variable) + "=" + value + ": expected registers or wmma");
+  return value == "registers";
+}
+
+}  // namespace
+
 CudaBackend::CudaBackend(int device, const BackendOptions& options)
     : device_(device), options_(options), bf16_(options.dtype != "fp32") {
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
@@ -53,12 +71,8 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   check_cuda(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
   gpu_name_ = properties.name;
   sm_count_ = properties.multiProcessorCount;
-  const auto says_registers = [](const char* variable) {
-    const char* value = std::getenv(variable);
-    return value && std::string(value) == "registers";
-  };
-  forward_in_registers_ = says_registers("FOLIO_ATTENTION_FORWARD");
-  backward_in_registers_ = says_registers("FOLIO_ATTENTION_BACKWARD");
+  forward_in_registers_ = attention_kernels_in_registers("FOLIO_ATTENTION_FORWARD");
+  backward_in_registers_ = attention_kernels_in_registers("FOLIO_ATTENTION_BACKWARD");
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
