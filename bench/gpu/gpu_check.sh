@@ -11,7 +11,10 @@
 # bench/gpu/gpu_check.sh tests`, then at once `FOLIO_GPU_BUDGET=440 ... full`, then at once
 # `FOLIO_GPU_BUDGET=245 ... sanitize` (FOLIO_GPU_BUDGET: the seconds for one mode, default 470; a
 # mode cuts its last steps to fit). Give the machine back (give_back) at once after the last call:
-# its idle 30 s count too, and a start needs 4 minutes left.
+# its idle 30 s count too, and a start needs 4 minutes left. Since then `tests` has more steps
+# (the attention kernels in registers: three benches, a profile, their tests; two ncu runs) and
+# `full` two (GPT-2 with them, and its peer in reduce-overhead mode): give `tests` about 420 s and
+# `full` 480, and leave `sanitize` (clean that day) to a session with time over.
 #
 #   bench/gpu/gpu_check.sh tests      build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
 #                                     against the CPU reference, fp32 and bf16; the model against
@@ -20,9 +23,9 @@
 #                                     same GPU); folio bench with and without the graph, with the
 #                                     attention kernels in registers (FOLIO_ATTENTION_FORWARD and
 #                                     _BACKWARD=registers), and its per-op profile; the PyTorch
-#                                     2.x peer, in
-#                                     torch.compile's default mode and its CUDA-graph mode
-#                                     (reduce-overhead).
+#                                     2.x peer, in torch.compile's default mode and its CUDA-graph
+#                                     mode (reduce-overhead); last, as the budget allows, each
+#                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py).
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); kill -9 and resume on the GPU, bit-identical;
@@ -120,6 +123,10 @@ finish() {
     registers="$logs/folio_bench_profile,_attention_in_registers.log"
     [ -f "$registers" ] &&
       { echo; echo "attention in registers:"; sed -n '/^| op /,$p' "$registers"; }
+    for variant in wmma registers; do
+      [ -f "$logs/ncu_kernels_$variant.md" ] &&
+        { echo; echo "ncu, attention kernels $variant:"; cat "$logs/ncu_kernels_$variant.md"; }
+    done
     [ -n "${extra:-}" ] && printf '\n%s\n' "$extra"
   } >"$out/$mode-summary.md"
   tar -czf "$out/$mode-logs.tar.gz" -C "$logs" .
@@ -186,6 +193,10 @@ fi
 sanitizer=$(command -v compute-sanitizer || true)
 for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
   [ -z "$sanitizer" ] && [ -x "$candidate" ] && sanitizer="$candidate"
+done
+ncu=$(command -v ncu || true)
+for candidate in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+  [ -z "$ncu" ] && [ -x "$candidate" ] && ncu="$candidate"
 done
 folio="$build/folio"
 gpu_tests="$build/tests/gpu/folio_gpu_tests"
@@ -256,6 +267,20 @@ case "$mode" in
       --steps 50 --warmup 15 --compile_mode reduce-overhead
     compare_with_peer "shakespeare_char (targets: >= 3x, <= 4 ms/step)" "folio bench" \
       "torch peer" "torch peer graphs"
+    # Each kernel's time per step, by ncu (the GPU's own timer per kernel, no hardware counters),
+    # for the default attention kernels and the register ones: last, as the budget allows.
+    if [ -n "$ncu" ]; then
+      for variant in wmma registers; do
+        step "ncu kernels $variant" 90 env FOLIO_ATTENTION_FORWARD=$variant \
+          FOLIO_ATTENTION_BACKWARD=$variant "$ncu" --clock-control none \
+          --print-kernel-base function --csv --metrics gpu__time_duration.sum "$folio" bench \
+          --config shakespeare_char --device cuda --steps 2 --warmup 1 --graph=false
+        [ -f "$logs/ncu_kernels_$variant.log" ] && "$python" bench/gpu/ncu_kernel_table.py \
+          "$logs/ncu_kernels_$variant.log" 3 >"$logs/ncu_kernels_$variant.md" 2>&1
+      done
+    else
+      rows+=("| ncu kernels | FAIL | 0 | ncu not found (looked on PATH, in /usr/local/cuda and /opt/nvidia) |")
+    fi
     ;;
   sanitize)
     if [ -n "$sanitizer" ]; then
