@@ -170,5 +170,22 @@ TEST(TrainingStep, NamesTheFirstNonFiniteGradient) {
   EXPECT_NE(training.first_non_finite(loss).find("the gradient of "), std::string::npos);
 }
 
+// The CPU records nothing: its steps never replay, however many ran op by op, and asking it to
+// is an internal error rather than a silent op-by-op step (the GPU side: CudaModel tests).
+TEST(TrainingStep, TheCpuNeverReplays) {
+  const Config config = step_config(2, 1);
+  ASSERT_TRUE(config.cuda_graph);
+  auto backend = make_backend("cpu", 1);
+  GPT model(*backend, ModelShape::from_config(config, kVocab));
+  model.initialize(config.seed, config.init_std, config.scaled_residual_init);
+  LocalCommunicator one_process;
+  TrainingStep training(model, config, one_process);
+  training.run(0, 1e-3, [&](Batch& batch, uint32_t step, int64_t first_window) {
+    fill_random_tokens(batch, config.seed, step, static_cast<uint32_t>(first_window), kVocab);
+  });
+  EXPECT_FALSE(training.replays());
+  EXPECT_THROW(training.replay_or_record(1, 1e-3), Error);
+}
+
 }  // namespace
 }  // namespace folio

@@ -71,6 +71,7 @@ struct Config {
   std::string device = "auto";
   std::string dtype = "auto";  // matrix products: auto is bf16 on a GPU, fp32 on the CPU
   bool tf32 = false;           // fp32 matrix products on TF32 tensor cores (GPU)
+  bool cuda_graph = true;      // a GPU replays the recorded training step (one process)
   int threads = 0;  // 0: every core this process may use
   double dist_timeout = 300;  // seconds a rank waits for the others before giving up
 

@@ -334,6 +334,13 @@ const std::vector<ConfigKey>& config_keys() {
        .help =
            "with dtype fp32 on a GPU, run the matrix products on TF32 tensor cores (faster, 10-bit "
            "mantissa products); ignored on the CPU"},
+      {.name = "cuda_graph",
+       .group = "run",
+       .scope = ConfigScope::kHost,
+       .member = &Config::cuda_graph,
+       .help = "on a GPU, one process: record the training step once as a CUDA graph and replay it "
+               "on the steps that read nothing back (the logged ones run op by op); the same bits "
+               "either way"},
       {.name = "threads",
        .group = "run",
        .scope = ConfigScope::kHost,

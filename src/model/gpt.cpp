@@ -204,6 +204,7 @@ void GPT::plan(int B, int T, bool with_gradients) {
     throw Error("internal: sequence of " + std::to_string(T) + " tokens exceeds block_size");
   activations_ = ActivationPlan();  // free the old plan before taking memory for the new one
   activations_ = plan_activations(backend_, shape_, B, T, with_gradients);
+  ++plans_made_;
 }
 
 void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,

@@ -105,6 +105,8 @@ class GPT {
 
   // Allocates the activations for batches of up to (B, T) now, rather than at the first forward.
   void plan(int B, int T, bool with_gradients);
+  // Counts the plans made: a recorded training step holds the addresses of one (TrainingStep).
+  uint64_t plans_made() const { return plans_made_; }
   size_t activation_bytes() const { return activations_.bytes(); }
 
  private:
@@ -124,6 +126,7 @@ class GPT {
   ActivationPlan activations_;
   // The shape and dropout of the last forward, which backward() differentiates.
   int last_B_ = 0, last_T_ = 0;
+  uint64_t plans_made_ = 0;
   bool last_had_targets_ = false;
   bool logits_hold_their_gradient_ = false;  // backward() ran since the last forward()
   DropoutContext last_dropout_;

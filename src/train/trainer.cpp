@@ -321,6 +321,14 @@ double Trainer::train_one_step(int step, double learning_rate) {
                          [&](Batch& batch, uint32_t s, int64_t first_window) {
                            fill_train_batch(batch, s, first_window);
                          });
+  // A step that reads nothing back replays the recorded one where the backend records (a GPU:
+  // one launch instead of hundreds; the same bits).
+  if (!measure && training_.replays()) {
+    training_.replay_or_record(static_cast<uint32_t>(step), learning_rate);
+    ++window_steps_;
+    result_.steps_done = step + 1;
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   const double loss = training_.compute_gradients(static_cast<uint32_t>(step), measure);
   if (measure) {
     const std::string culprit = training_.first_non_finite(loss);

@@ -46,6 +46,7 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
                     micro == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
     if (measure_loss) loss += model_.mean_loss();
   }
+  if (!recording_) issued_once_ = true;
   sum_gradients_over_ranks();
   // Clipping reads the gradients' norm; it is summed once here, and first_non_finite reuses it.
   norm_summed_ = false;
@@ -89,10 +90,25 @@ void TrainingStep::record(uint32_t step, double learning_rate) {
   // Recording runs nothing: the optimizer's count of steps taken must not move.
   const int64_t steps_taken = optimizer_.steps_taken();
   backend.begin_step_capture();
+  recording_ = true;
   compute_gradients(step, /*measure_loss=*/false);
   update(learning_rate);
+  recording_ = false;
   backend.end_step_capture();
   optimizer_.set_steps_taken(steps_taken);
+  recorded_plan_ = model_.plans_made();
+}
+
+bool TrainingStep::replays() const {
+  return config_.cuda_graph && issued_once_ && communicator_.world_size() == 1 &&
+         model_.backend().supports_step_capture();
+}
+
+void TrainingStep::replay_or_record(uint32_t step, double learning_rate) {
+  if (!replays()) throw Error("internal: replay_or_record() where replays() is false");
+  // The recording holds the activations' addresses: a new plan (a larger batch) records again.
+  if (recorded_plan_ != model_.plans_made()) record(step, learning_rate);
+  replay(step, learning_rate);
 }
 
 void TrainingStep::replay(uint32_t step, double learning_rate) {

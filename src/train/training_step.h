@@ -60,6 +60,11 @@ class TrainingStep {
   // draw_batches first), dropout and learning rate.
   void record(uint32_t step, double learning_rate);
   void replay(uint32_t step, double learning_rate);
+  // Whether the step can be recorded here (a backend that records, one rank, cuda_graph) and
+  // one has run op by op; then compute_gradients + update for the batches drawn, as a replay of
+  // the recording, made first or again when the model has been planned anew since.
+  bool replays() const;
+  void replay_or_record(uint32_t step, double learning_rate);
 
  private:
   // The one call that sums gradients over the ranks (the communicator knows where the backend's
@@ -76,6 +81,9 @@ class TrainingStep {
   std::vector<Batch> micro_batches_;
   DeviceBuffer squared_norm_;  // the gradients' squared global norm, for clipping and checks
   bool norm_summed_ = false;   // squared_norm_ holds this step's (summed over the ranks) norm
+  bool recording_ = false;
+  bool issued_once_ = false;          // a step has run op by op (and sized the scratch memory)
+  uint64_t recorded_plan_ = 0;        // GPT::plans_made() at the recording; 0: none made
 };
 
 }  // namespace folio

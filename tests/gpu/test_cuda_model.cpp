@@ -285,6 +285,29 @@ TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
   }
 }
 
+// As the trainer runs them: logged steps op by op, the others replayed (recorded at the first
+// one), and recorded again after the model is planned anew; nanoGPT's structure, with its
+// embedding dropout. The parameters must be those of steps all issued op by op, to the bit.
+TEST_F(CudaModel, TrainerReplaysBetweenIssuedStepsAndRecordsAgainAfterAPlan) {
+  const Config c = test_config("nanogpt_char", 4);
+  ASSERT_GT(c.embedding_dropout, 0.0);
+  Trainee issued(cuda_backend("bf16"), c), mixed(cuda_backend("bf16"), c);
+  constexpr int kSteps = 8;
+  for (int step = 0; step < kSteps; ++step) issued.step(step);
+  EXPECT_FALSE(mixed.training->replays());  // nothing has run op by op yet
+  for (int step = 0; step < kSteps; ++step) {
+    if (step == 5) mixed.model.plan(c.batch_size, c.block_size, /*with_gradients=*/true);
+    if (step % 3 == 0) {  // a logged step
+      mixed.step(step);
+    } else {
+      ASSERT_TRUE(mixed.training->replays());
+      mixed.draw_batch(step);
+      mixed.training->replay_or_record(step, learning_rate_at(c, step));
+    }
+  }
+  EXPECT_EQ(mixed.model.read_parameters(), issued.model.read_parameters());
+}
+
 TEST_F(CudaModel, KeyValueCacheGivesTheLogitsOfAFullForward) {
   for (const std::string dtype : {"fp32", "bf16"}) {
     auto backend = cuda_backend(dtype);

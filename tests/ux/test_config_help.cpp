@@ -84,10 +84,12 @@ TEST(ConfigScope, ResumeAndRankRulesFollowFromTheScope) {
   EXPECT_EQ(
       resume_may_change,
       (std::set<std::string>{"max_iters", "log_interval", "sample_tokens", "checkpoint_interval",
-                             "data", "out_dir", "device", "threads", "dist_timeout", "tokenizer"}));
+                             "data", "out_dir", "device", "threads", "dist_timeout", "tokenizer",
+                             "cuda_graph"}));
   // data and tokenizer are paths: the ranks check the data's identity (tokenizer included).
+  // cuda_graph changes how a step is launched, not its bits (and only one process replays).
   EXPECT_EQ(ranks_may_differ, (std::set<std::string>{"data", "tokenizer", "out_dir", "device",
-                                                     "threads", "dist_timeout"}));
+                                                     "threads", "dist_timeout", "cuda_graph"}));
   for (const char* structural : {"n_layer", "n_head", "n_embd", "head_size", "block_size", "bias",
                                  "activation", "tie_weights"})
     EXPECT_EQ(find_config_key(structural)->scope, ConfigScope::kModel) << structural;
