@@ -271,12 +271,13 @@ case "$mode" in
     # for the default attention kernels and the register ones: last, as the budget allows.
     if [ -n "$ncu" ]; then
       for variant in wmma registers; do
-        step "ncu kernels $variant" 90 env FOLIO_ATTENTION_FORWARD=$variant \
+        # one warm-up step and one timed: ncu serialises and times every kernel (about 330 a step)
+        step "ncu kernels $variant" 120 env FOLIO_ATTENTION_FORWARD=$variant \
           FOLIO_ATTENTION_BACKWARD=$variant "$ncu" --clock-control none \
           --print-kernel-base function --csv --metrics gpu__time_duration.sum "$folio" bench \
-          --config shakespeare_char --device cuda --steps 2 --warmup 1 --graph=false
+          --config shakespeare_char --device cuda --steps 1 --warmup 1 --graph=false
         [ -f "$logs/ncu_kernels_$variant.log" ] && "$python" bench/gpu/ncu_kernel_table.py \
-          "$logs/ncu_kernels_$variant.log" 3 >"$logs/ncu_kernels_$variant.md" 2>&1
+          "$logs/ncu_kernels_$variant.log" 2 >"$logs/ncu_kernels_$variant.md" 2>&1
       done
     else
       rows+=("| ncu kernels | FAIL | 0 | ncu not found (looked on PATH, in /usr/local/cuda and /opt/nvidia) |")
