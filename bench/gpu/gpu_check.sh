@@ -199,6 +199,8 @@ for candidate in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
   [ -z "$ncu" ] && [ -x "$candidate" ] && ncu="$candidate"
 done
 folio="$build/folio"
+# the attention kernels with their scores in registers (attention_registers.cu), both sides
+in_registers=(env FOLIO_ATTENTION_FORWARD=registers FOLIO_ATTENTION_BACKWARD=registers)
 gpu_tests="$build/tests/gpu/folio_gpu_tests"
 
 {
@@ -250,11 +252,11 @@ case "$mode" in
       bench --config shakespeare_char --device cuda --steps 50 --warmup 5
     step "folio bench, backward in registers" 30 env FOLIO_ATTENTION_BACKWARD=registers "$folio" \
       bench --config shakespeare_char --device cuda --steps 50 --warmup 5
-    step "folio bench, attention in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
-      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config shakespeare_char --device cuda \
+    step "folio bench, attention in registers" 30 "${in_registers[@]}" \
+      "$folio" bench --config shakespeare_char --device cuda \
       --steps 50 --warmup 5
-    step "folio bench profile, attention in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
-      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config shakespeare_char --device cuda \
+    step "folio bench profile, attention in registers" 30 "${in_registers[@]}" \
+      "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
     # where the step's time goes, op by op (each op waited for), for the next speed work
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
@@ -313,8 +315,8 @@ case "$mode" in
       --warmup 5
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
-    step "folio bench profile, attention in registers" 30 env FOLIO_ATTENTION_FORWARD=registers \
-      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config shakespeare_char --device cuda \
+    step "folio bench profile, attention in registers" 30 "${in_registers[@]}" \
+      "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
     step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
       --steps 50 --warmup 15
@@ -338,8 +340,8 @@ case "$mode" in
     step "folio bench gpt2" 60 "$folio" bench --config gpt2 --device cuda --vocab_size 50257 \
       --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
     # attention is most of what T = 1024 adds: the kernels with their scores in registers
-    step "folio bench gpt2, attention in registers" 60 env FOLIO_ATTENTION_FORWARD=registers \
-      FOLIO_ATTENTION_BACKWARD=registers "$folio" bench --config gpt2 --device cuda \
+    step "folio bench gpt2, attention in registers" 60 "${in_registers[@]}" \
+      "$folio" bench --config gpt2 --device cuda \
       --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
     step "torch peer gpt2" 120 "$python" bench/gpu/torch_gpu_peer.py --config gpt2 \
       --vocab_size 50257 --batch_size 16 --block_size 1024 --steps 20 --warmup 5
