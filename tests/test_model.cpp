@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <set>
 
+#include "backend/cpu/vector_math.h"
+#include "backend/profiling_backend.h"
 #include "config/presets.h"
 #include "io/checkpoint.h"
 #include "io/checkpoint_summary.h"
@@ -218,6 +221,71 @@ TEST(Model, WritingTheGradientsEqualsZeroingThemAndAdding) {
       pass(1, GradientUpdate::kWrite);
       EXPECT_EQ(model.read_gradients(), from_zero);
     }
+  }
+}
+
+// The bf16 CPU backend, except that it keeps no tensor as bf16 alone: the plan then keeps them
+// all in fp32, as it did before ProductOperand.
+class Bf16ProductsOnFp32Tensors : public ProfilingBackend {
+ public:
+  using ProfilingBackend::ProfilingBackend;
+  bool keeps_as_bf16(ProductOperand, int) const override { return false; }
+};
+
+// With bf16 products, the activations that products alone read (ProductOperand: a ReLU model's fc,
+// qkv where attention runs on bf16 products, att) are kept as the bf16 values those products
+// read. The training plan must shrink by half of each such tensor, and the step must not change
+// by a bit: the losses, each layer's fc (the bf16 rounding of the fp32 one) and all gradients.
+// Heads of 10 (fp32 attention: fc alone kept) and of 32 (bf16 attention where the CPU has
+// AVX512-BF16 or AMX: qkv and att too); two passes with different dropout masks; then the same
+// model generates, its key/value cache in the kept qkv.
+TEST(Model, KeepingProductOperandsAsBf16ChangesNoBitOfTheStep) {
+  Config small = small_config(), wider = small_config();
+  wider.n_embd = 64;
+  wider.n_head = 2;
+  wider.head_size = 32;
+  wider.block_size = 32;
+  for (const Config* c : {&small, &wider}) {
+    SCOPED_TRACE("head_size " + std::to_string(c->head_size));
+    auto kept = make_backend("cpu", 0, BackendOptions{"bf16"});
+    Bf16ProductsOnFp32Tensors in_fp32(make_backend("cpu", 0, BackendOptions{"bf16"}));
+    const ModelShape shape = ModelShape::from_config(*c, 65);
+    GPT as_bf16(*kept, shape), as_fp32(in_fp32, shape);
+    const int B = 3, T = c->block_size;
+    for (GPT* model : {&as_bf16, &as_fp32}) {
+      model->initialize(c->seed, c->init_std, false);
+      model->plan(B, T, true);
+    }
+    ASSERT_TRUE(kept->keeps_as_bf16(ProductOperand::kReluOutput, c->head_size));
+    const bool attention_kept = kept->keeps_as_bf16(ProductOperand::kQkv, c->head_size);
+    EXPECT_EQ(kept->keeps_as_bf16(ProductOperand::kAttentionOutput, c->head_size), attention_kept);
+    EXPECT_FALSE(c->head_size == 10 && attention_kept) << "no bf16 attention for heads of 10";
+    const double rows = double(B) * T, A = shape.attention_width();
+    const double saved_per_layer = rows * (shape.hidden_width() + (attention_kept ? 4 * A : 0)) * 2;
+    EXPECT_NEAR(double(as_fp32.activation_bytes()) - double(as_bf16.activation_bytes()),
+                c->n_layer * saved_per_layer, c->n_layer * 3 * 256.0);  // the plan aligns to 256
+    const auto tokens = random_tokens(B * T, 65, 7), targets = random_tokens(B * T, 65, 8);
+    for (uint32_t step : {1u, 2u}) {
+      for (GPT* model : {&as_bf16, &as_fp32})
+        model->forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, step, 0});
+      EXPECT_EQ(as_bf16.mean_loss(), as_fp32.mean_loss());
+      for (int l = 0; l < c->n_layer; ++l) {
+        const std::vector<float> fc = as_fp32.read_feed_forward_hidden(l);
+        std::vector<float> rounded(fc.size());
+        for (size_t i = 0; i < fc.size(); ++i) {
+          const uint32_t bits = uint32_t{cpu::to_bf16(fc[i])} << 16;
+          std::memcpy(&rounded[i], &bits, sizeof(float));
+        }
+        EXPECT_EQ(as_bf16.read_feed_forward_hidden(l), rounded) << "layer " << l;
+      }
+      for (GPT* model : {&as_bf16, &as_fp32})
+        model->backward(1.0f / (B * T), GradientUpdate::kWrite);
+      EXPECT_EQ(as_bf16.read_gradients(), as_fp32.read_gradients()) << "step " << step;
+    }
+    SamplingOptions options;
+    options.max_new_tokens = T + 4;  // past block_size: the cropped recompute too
+    EXPECT_EQ(generate(as_bf16, {1, 2, 3}, options, 0, nullptr),
+              generate(as_fp32, {1, 2, 3}, options, 0, nullptr));
   }
 }
 

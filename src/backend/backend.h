@@ -34,6 +34,14 @@ enum class Activation { kRelu, kGelu, kGeluTanh };
 // read. kAnyOp: every op may read it, as an output usually is.
 enum class ReadBy { kAnyOp, kNextProduct };
 
+// Activations of a training step that matrix products alone read, in the forward pass and again in
+// the backward pass, so that a backend whose products take bf16 operands may keep them as bf16
+// alone, 2 bytes an element (no op reads them at full precision; the products would round them):
+//   kReluOutput: a ReLU model's fc, read by fc2's two products and by ReLU's backward, for signs;
+//   kQkv: read by attention alone, where attention runs on bf16 products;
+//   kAttentionOutput: att, read by proj's two products.
+enum class ProductOperand { kReluOutput, kQkv, kAttentionOutput };
+
 // How a backward op leaves a parameter's gradient: kAdd adds to what is there (gradients
 // accumulate over a step's micro-batches), kWrite replaces it (the step's first micro-batch).
 enum class GradientUpdate { kAdd, kWrite };
@@ -239,6 +247,16 @@ class Backend {
   // each pass is a kernel in a step of a few milliseconds, and its bf16 copies of kept tensors
   // outlive the forward pass.
   virtual bool keeps_recomputable_activations() const { return false; }
+  // Whether this backend keeps `tensor` (of a model with heads of head_size) as bf16 alone: true
+  // where every op reading it rounds it to bf16 first (the CPU with --dtype bf16). The activation
+  // plan then carves it at 2 bytes an element and says where with store_as_bf16; the model offsets
+  // into it in bf16 elements.
+  virtual bool keeps_as_bf16(ProductOperand /*tensor*/, int /*head_size*/) const { return false; }
+  // The `count` elements at `tensor` (memory of this backend) hold bf16 values from now until the
+  // memory is released: every op writing or reading them there writes or reads bf16.
+  virtual void store_as_bf16(const float* /*tensor*/, size_t /*count*/) {
+    throw Error("internal: the " + name() + " backend keeps no tensor as bf16");
+  }
   // The stream (cudaStream_t) this backend issues its work to, for collectives (NCCL) that must
   // queue behind it; nullptr for a backend without one.
   virtual void* native_stream() const { return nullptr; }

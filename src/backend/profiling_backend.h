@@ -20,7 +20,8 @@ struct OpTime {
   long calls = 0;
 };
 
-class ProfilingBackend final : public Backend {
+// Not final: a test derives from it to change one of the inner backend's answers.
+class ProfilingBackend : public Backend {
  public:
   explicit ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
 
@@ -95,6 +96,12 @@ class ProfilingBackend final : public Backend {
   void* native_stream() const override { return inner_->native_stream(); }
   bool keeps_recomputable_activations() const override {
     return inner_->keeps_recomputable_activations();
+  }
+  bool keeps_as_bf16(ProductOperand tensor, int head_size) const override {
+    return inner_->keeps_as_bf16(tensor, head_size);
+  }
+  void store_as_bf16(const float* tensor, size_t count) override {
+    inner_->store_as_bf16(tensor, count);
   }
   // No step capture: a recorded step cannot be timed op by op.
 

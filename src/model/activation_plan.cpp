@@ -32,6 +32,10 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.targets = c.take<int32_t>(BT);
   p.embedded = c.take<float>(BT * C);
   p.layers.resize(s.n_layer);
+  // A tensor kept as bf16 (activation_plan.h): 2 bytes an element, named float* like the rest.
+  const auto bf16_tensor = [&](size_t count) {
+    return reinterpret_cast<float*>(c.take<uint16_t>(count));
+  };
   // Training that recomputes: every layer's ln1 output shares one buffer, every ln2 output
   // another (two, so that post_norm's fused add + LayerNorm never reads and writes one buffer),
   // and GELU's output a third (ReLU's is fc itself, in place); backward() refills each before
@@ -42,7 +46,8 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   float* shared_fc_act = shared && !p.relu_in_place ? c.take<float>(BT * F) : nullptr;
   for (size_t i = 0; i < p.layers.size(); ++i) {
     LayerActivations& l = p.layers[i];
-    l.qkv = c.take<float>(BT * 3 * A);  // each layer's own: the key/value cache of generation
+    // each layer's own: the key/value cache of generation
+    l.qkv = p.qkv_in_bf16 ? bf16_tensor(BT * 3 * A) : c.take<float>(BT * 3 * A);
     if (!p.with_gradients && i > 0) {   // inference: the rest is layer 0's (see activation_plan.h)
       float* qkv = l.qkv;
       l = p.layers[0];
@@ -54,12 +59,12 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
     l.ln1_rstd = c.take<float>(BT);
     l.attention_saved =
         c.take<float>(backend.attention_saved_floats(p.B, p.T, s.n_head, s.head_size));
-    l.att = c.take<float>(BT * A);
+    l.att = p.att_in_bf16 ? bf16_tensor(BT * A) : c.take<float>(BT * A);
     l.residual_mid = c.take<float>(BT * C);
     l.ln2 = shared ? shared_ln2 : c.take<float>(BT * C);
     l.ln2_mean = c.take<float>(BT);
     l.ln2_rstd = c.take<float>(BT);
-    l.fc = c.take<float>(BT * F);
+    l.fc = p.fc_in_bf16 ? bf16_tensor(BT * F) : c.take<float>(BT * F);
     l.fc_act = p.relu_in_place ? l.fc : shared ? shared_fc_act : c.take<float>(BT * F);
     l.residual_out = c.take<float>(BT * C);
   }
@@ -99,11 +104,24 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   plan.relu_in_place = shape.activation == Activation::kRelu;
   plan.post_norm = shape.block_order == BlockOrder::kPostNorm;
   plan.recomputes = !backend.keeps_recomputable_activations();
+  // Inference plans keep all in fp32: there the tensors are read once, and qkv is the cache.
+  const auto in_bf16 = [&](ProductOperand tensor) {
+    return with_gradients && backend.keeps_as_bf16(tensor, shape.head_size);
+  };
+  plan.fc_in_bf16 = plan.relu_in_place && in_bf16(ProductOperand::kReluOutput);
+  plan.qkv_in_bf16 = in_bf16(ProductOperand::kQkv);
+  plan.att_in_bf16 = in_bf16(ProductOperand::kAttentionOutput);
   Carver counter(nullptr);
   carve(plan, counter, shape, backend);
   plan.memory = DeviceBuffer(backend, counter.used());
   Carver carver(plan.memory.as<char>());
   carve(plan, carver, shape, backend);
+  const size_t BT = size_t(B) * T, A = shape.attention_width(), F = shape.hidden_width();
+  for (const LayerActivations& layer : plan.layers) {
+    if (plan.fc_in_bf16) backend.store_as_bf16(layer.fc, BT * F);
+    if (plan.qkv_in_bf16) backend.store_as_bf16(layer.qkv, BT * 3 * A);
+    if (plan.att_in_bf16) backend.store_as_bf16(layer.att, BT * A);
+  }
   return plan;
 }
 

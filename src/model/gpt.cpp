@@ -1,6 +1,7 @@
 #include "model/gpt.h"
 
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -46,11 +47,19 @@ struct BlockRows {
   float *fc, *fc_act, *residual_out;
 };
 
-BlockRows block_rows(const LayerActivations& block, size_t first, const ModelShape& shape) {
+BlockRows block_rows(const ActivationPlan& plan, int layer, size_t first, const ModelShape& shape) {
+  const LayerActivations& block = plan.layers[layer];
   const size_t C = shape.n_embd, A = shape.attention_width(), F = shape.hidden_width();
-  return {block.qkv + first * 3 * A, block.att + first * A,    block.residual_mid + first * C,
-          block.ln2 + first * C,     block.ln2_mean + first,   block.ln2_rstd + first,
-          block.fc + first * F,      block.fc_act + first * F, block.residual_out + first * C};
+  float* fc = bf16_rows(block.fc, first, F, plan.fc_in_bf16);
+  return {bf16_rows(block.qkv, first, 3 * A, plan.qkv_in_bf16),
+          bf16_rows(block.att, first, A, plan.att_in_bf16),
+          block.residual_mid + first * C,
+          block.ln2 + first * C,
+          block.ln2_mean + first,
+          block.ln2_rstd + first,
+          fc,
+          plan.relu_in_place ? fc : block.fc_act + first * F,
+          block.residual_out + first * C};
 }
 
 struct ModelRows {
@@ -248,7 +257,7 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   for (int l = 0; l < shape_.n_layer; ++l) {
     const LayerTensors& w = weights_.layers[l];
     LayerActivations& block = activations_.layers[l];
-    const BlockRows row = block_rows(block, first, shape_);
+    const BlockRows row = block_rows(activations_, l, first, shape_);
     const float* ln1_out = norm_after(activations_, weights_, l - 1).from_row(first, C).out;
     // x = x + sa(ln1(x)); sa = dropout(proj(concat of heads)), each head dropout on its weights
     backend_.matmul_forward(row.qkv, ln1_out, w.qkv_weight, w.qkv_bias, rows, C, 3 * A);
@@ -442,7 +451,16 @@ std::vector<float> GPT::read_feed_forward_hidden(int layer) const {
   if (!activations_.with_gradients)  // inference plans share one fc among all layers
     throw Error("internal: per-layer activations are kept only when training");
   std::vector<float> fc(static_cast<size_t>(last_B_) * last_T_ * shape_.hidden_width());
-  backend_.copy_to_host(fc.data(), activations_.layers[layer].fc, fc.size() * sizeof(float));
+  if (!activations_.fc_in_bf16) {
+    backend_.copy_to_host(fc.data(), activations_.layers[layer].fc, fc.size() * sizeof(float));
+    return fc;
+  }
+  std::vector<uint16_t> kept(fc.size());  // bf16: the upper half of each fp32 value
+  backend_.copy_to_host(kept.data(), activations_.layers[layer].fc, kept.size() * sizeof(uint16_t));
+  for (size_t i = 0; i < fc.size(); ++i) {
+    const uint32_t bits = uint32_t{kept[i]} << 16;
+    std::memcpy(&fc[i], &bits, sizeof(float));
+  }
   return fc;
 }
 

@@ -100,7 +100,8 @@ class GPT {
   // The feed-forward hidden values (B, T, 4C) of block `layer` in the last forward (host copy):
   // before the nonlinearity, or for ReLU after it (kept in place, see activation_plan.h), whose
   // signs are ReLU's mask either way. The PyTorch comparison needs the side of ReLU's kink folio
-  // took where fc is within rounding of zero. Only after a forward of a plan with gradients.
+  // took where fc is within rounding of zero (bf16 values where the plan keeps fc so). Only after a
+  // forward of a plan with gradients.
   std::vector<float> read_feed_forward_hidden(int layer) const;
 
   // Allocates the activations for batches of up to (B, T) now, rather than at the first forward.

@@ -96,6 +96,21 @@ void activate_all_backward(float* dinp, cpu::bf16* dinp16, const float* dout, co
     dinp[i] = dout[i] * activation_derivative<kKind>(inp[i]);
 }
 
+// ReLU's derivative read from its output kept as bf16 (ProductOperand::kReluOutput): 1 where the
+// value is above zero, its bits 0x0001 to 0x7F80 (positive up to +inf; NaN is not above zero), as
+// the fp32 output's would say (rounding keeps the sign, and nothing the product writes is small
+// enough to round to zero). dout times it, as activate_all_backward writes.
+void relu_backward_from_bf16(float* dinp, cpu::bf16* dinp16, const float* dout,
+                             const cpu::bf16* out16, size_t n) {
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd schedule(static)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
+    const float d = dout[i] * (static_cast<uint16_t>(out16[i] - 1u) < 0x7F80u ? 1.0f : 0.0f);
+    if (dinp) dinp[i] = d;
+    if (dinp16) dinp16[i] = cpu::to_bf16(d);
+  }
+}
+
 // pre[i, :] += bias, out[i, :] = activation(pre[i, :]): one pass over the rows. out null: only
 // out16 gets them (ReadBy::kNextProduct).
 template <Activation kKind>
@@ -151,6 +166,11 @@ void CpuBackend::activation_forward(float* out, const float* inp, size_t n, Acti
 void CpuBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
                                      Activation kind, ReadBy dinp_read_by) {
   cpu::bf16* dinp16 = bf16_output(kGradient, dinp, n, dinp_read_by);  // dinp null: the copy alone
+  if (const cpu::bf16* kept = kept_in_bf16(inp, n)) {
+    if (kind != Activation::kRelu)
+      throw Error("internal: only ReLU's backward reads its input's bf16 values alone");
+    return relu_backward_from_bf16(dinp, dinp16, dout, kept, n);
+  }
   switch (kind) {
     case Activation::kRelu:
       return activate_all_backward<Activation::kRelu>(dinp, dinp16, dout, inp, n);
@@ -173,6 +193,11 @@ void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* 
                                            int OC, Activation kind, ReadBy out_read_by) {
   if (bf16_ && kind == Activation::kRelu && pre == out)
     return linear_bf16(out, inp, weight, bias, N, IC, OC, /*relu=*/true);
+  if (kept_in_bf16(pre, static_cast<size_t>(N) * OC) ||
+      kept_in_bf16(out, static_cast<size_t>(N) * OC))
+    throw Error(
+        "internal: of the feed-forward activations only ReLU's in-place output is kept "
+        "as bf16");
   // With bf16 products the bias is added by the product itself (matmul_forward); in fp32 by the
   // pass that applies the nonlinearity.
   matmul_forward(pre, inp, weight, bf16_ ? bias : nullptr, N, IC, OC);

@@ -50,6 +50,8 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
                                   : cpu::MaskBits{};
   if (tiles_fit(hs))
     return attention_forward_tiles(out, lse, qkv, B, T, H, hs, q_start, dropout, masks);
+  if (kept_in_bf16(qkv, 1) || kept_in_bf16(out, 1))
+    throw Error("internal: attention on fp32 products reads and writes fp32 tensors only");
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
@@ -104,6 +106,8 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
       dropout.active() ? dropout_masks_.find(dropout, B, H * T, T) : cpu::MaskBits{};
   if (tiles_fit(hs))
     return attention_backward_tiles(dqkv, dout, qkv, lse, B, T, H, hs, dropout, masks);
+  if (kept_in_bf16(qkv, 1))
+    throw Error("internal: attention on fp32 products reads and writes fp32 tensors only");
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));

@@ -90,16 +90,21 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
       {Tq * hs_ * 2, Tp_ * hs_ * 2, Tp_ * hs_ * 2, kRowBlock * Tp_ * 4, kRowBlock * Tp_ * 2,
        kRowBlock * hs_ * 4, Tp_ * 4});
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch);
-  cpu::bf16* out16 = q_start == 0 ? bf16_output(kOperandA, out, size_t(B) * T * A) : nullptr;
+  // qkv and out may be tensors kept as bf16 (ProductOperand): q, k, v are then copied rather than
+  // rounded, and out gets its bf16 rows alone. Otherwise the projection after attention reads all
+  // of out: its bf16 copy is made here when all of it is written.
+  const size_t out_count = size_t(B) * T * A;
+  const cpu::bf16* kept_qkv = kept_in_bf16(qkv, size_t(B) * T * ld_qkv);
+  cpu::bf16* kept_out = kept_in_bf16(out, out_count);
+  cpu::bf16* out16 = kept_out       ? kept_out
+                     : q_start == 0 ? bf16_output(kOperandA, out, out_count)
+                                    : nullptr;
+  float* out32 = kept_out ? nullptr : out;
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int pair = 0; pair < B * H; ++pair) {
     const HeadSlices head(pair, T, H, hs);
     const int b = head.b, h = head.h;
-    const float* q = qkv + head.q;
-    const float* k = q + A;
-    const float* v = q + 2 * A;
-    float* o = out + head.out;
     float* row_lse = lse + head.lse;
     Carver carve(attention_scratch(omp_get_thread_num(), scratch));
     cpu::bf16* q16 = carve.take<cpu::bf16>(Tq * hs_);        // rows of q, row-major
@@ -112,10 +117,16 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
 
     cpu::tiles::begin_products(tiles_engine_);
     const int rows_q = T - q_start;
-    cpu::tiles::round_rows(q16 + q_start * hs_, hs_, q + static_cast<size_t>(q_start) * ld_qkv,
-                           ld_qkv, rows_q, hs, rows_q + 32);
-    cpu::tiles::pack_panels_transposed(k_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
-    cpu::tiles::pack_panels(v_panels, 16 * Tp_, v, ld_qkv, T, hs, Tp, hs);
+    const auto load_head = [&](const auto* q) {  // fp32 or bf16
+      cpu::tiles::round_rows(q16 + q_start * hs_, hs_, q + static_cast<size_t>(q_start) * ld_qkv,
+                             ld_qkv, rows_q, hs, rows_q + 32);
+      cpu::tiles::pack_panels_transposed(k_panels, 16 * hs_, q + A, ld_qkv, hs, T, hs, Tp);
+      cpu::tiles::pack_panels(v_panels, 16 * Tp_, q + 2 * A, ld_qkv, T, hs, Tp, hs);
+    };
+    if (kept_qkv)
+      load_head(kept_qkv + head.q);
+    else
+      load_head(qkv + head.q);
 
     for (int r0 = q_start; r0 < T; r0 += kRowBlock) {
       const int r1 = std::min(r0 + kRowBlock, T), rows = r1 - r0;
@@ -133,9 +144,9 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
       }
       zero_padding_rows(p16, rows, M, N);
       gemm(M, hs, N, p16, N, v_panels, 16 * Tp_, o_strip, hs_, false);
-      const size_t first = (o - out) + static_cast<size_t>(r0) * A;
-      cpu::tiles::store_rows(out + first, A, out16 ? out16 + first : nullptr, o_strip, hs_,
-                             rows, hs);
+      const size_t first = head.out + static_cast<size_t>(r0) * A;
+      cpu::tiles::store_rows(out32 ? out32 + first : nullptr, A, out16 ? out16 + first : nullptr,
+                             o_strip, hs_, rows, hs);
     }
     cpu::tiles::end_products(tiles_engine_);
   }
@@ -159,14 +170,12 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
        strip_ * 2, strip_ * 2, strip_ * 2, kRowBlock * hs_ * 4, Tp_ * 4});
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch);
   cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
+  const cpu::bf16* kept_qkv = kept_in_bf16(qkv, size_t(B) * T * ld_qkv);  // as in the forward
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int pair = 0; pair < B * H; ++pair) {
     const HeadSlices head(pair, T, H, hs);
     const int b = head.b, h = head.h;
-    const float* q = qkv + head.q;
-    const float* k = q + A;
-    const float* v = q + 2 * A;
     float* dq = dqkv + head.q;
     float* dk = dq + A;
     float* dv = dq + 2 * A;
@@ -195,12 +204,18 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
     // Where a part of the head's gradient gets its bf16 copy, for the qkv layer's products.
     auto copy16 = [&](const float* part) { return dqkv16 ? dqkv16 + (part - dqkv) : nullptr; };
     cpu::tiles::begin_products(tiles_engine_);
-    cpu::tiles::round_rows(q16, hs_, q, ld_qkv, T, hs, Tq);
+    const auto load_head = [&](const auto* q) {  // fp32 or bf16; k and v follow q in each row
+      cpu::tiles::round_rows(q16, hs_, q, ld_qkv, T, hs, Tq);
+      cpu::tiles::pack_panels_transposed(k_t_panels, 16 * hs_, q + A, ld_qkv, hs, T, hs, Tp);
+      cpu::tiles::pack_panels_transposed(v_t_panels, 16 * hs_, q + 2 * A, ld_qkv, hs, T, hs, Tp);
+      cpu::tiles::pack_panels(k_panels, 16 * Tp_, q + A, ld_qkv, T, hs, Tp, hs);
+      cpu::tiles::round_transposed(q_t16, Tq_, q, ld_qkv, T, hs, Tq);
+    };
+    if (kept_qkv)
+      load_head(kept_qkv + head.q);
+    else
+      load_head(qkv + head.q);
     cpu::tiles::round_rows(d_o16, hs_, d_o, A, T, hs, Tq);
-    cpu::tiles::pack_panels_transposed(k_t_panels, 16 * hs_, k, ld_qkv, hs, T, hs, Tp);
-    cpu::tiles::pack_panels_transposed(v_t_panels, 16 * hs_, v, ld_qkv, hs, T, hs, Tp);
-    cpu::tiles::pack_panels(k_panels, 16 * Tp_, k, ld_qkv, T, hs, Tp, hs);
-    cpu::tiles::round_transposed(q_t16, Tq_, q, ld_qkv, T, hs, Tq);
     cpu::tiles::round_transposed(d_o_t16, Tq_, d_o, A, T, hs, Tq);
     std::fill_n(dk_t, hs_ * Tp_, 0.0f);
     std::fill_n(dv_t, hs_ * Tp_, 0.0f);

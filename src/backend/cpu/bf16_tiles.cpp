@@ -63,6 +63,16 @@ inline __m512 load_up_to_16(const float* x, int count) {
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1u), x);
 }
 
+// The same from bf16 values, widened exactly (a bf16 is the upper half of an fp32): rounding them
+// back gives the same bits, so one code path serves both kinds of source.
+inline __m512 load_up_to_16(const bf16* x, int count) {
+  if (count <= 0) return _mm512_setzero_ps();
+  const __m256i halves =
+      count >= 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))
+                  : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << count) - 1u), x);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
+}
+
 // Transposes the 16 x 16 block of 32-bit values in r[0..15] (row i in r[i]) in registers: pairs
 // of rows interleaved by 32 bits, then by 64 within each 128-bit lane, then the 128-bit lanes
 // gathered across registers twice. Afterwards r[c] holds column c.
@@ -104,7 +114,8 @@ bool engine_runs(Engine engine) {
   return true;
 }
 
-void pack_panels(bf16* panels, size_t panel_stride, const float* source, size_t ld, int K, int N,
+template <typename Source>
+void pack_panels(bf16* panels, size_t panel_stride, const Source* source, size_t ld, int K, int N,
                  int K_padded, int N_padded) {
   // Interleaves 16 columns of rows 2r and 2r+1: the conversion puts row 2r's in the low 16
   // lanes and row 2r+1's in the high ones, the permutation takes them alternately.
@@ -126,7 +137,8 @@ void pack_panels(bf16* panels, size_t panel_stride, const float* source, size_t 
   }
 }
 
-void pack_panels_transposed(bf16* panels, size_t panel_stride, const float* source, size_t ld,
+template <typename Source>
+void pack_panels_transposed(bf16* panels, size_t panel_stride, const Source* source, size_t ld,
                             int K, int N, int K_padded, int N_padded) {
   // B[k][n] = source[n][k]: a pair (B[2r][c], B[2r+1][c]) is two neighbours in source row c, so
   // 32 floats of a source row, rounded, are 16 pairs: one column of a 16 x 16 block of pairs of
@@ -137,7 +149,7 @@ void pack_panels_transposed(bf16* panels, size_t panel_stride, const float* sour
       __m512 pairs[16];
       for (int c = 0; c < 16; ++c) {
         const int n = 16 * j + c;
-        const float* row = source + n * ld + k;
+        const Source* row = source + n * ld + k;
         const __m512 low = n < N ? load_up_to_16(row, K - k) : _mm512_setzero_ps();
         const __m512 high = n < N ? load_up_to_16(row + 16, K - k - 16) : _mm512_setzero_ps();
         pairs[c] = reinterpret_cast<__m512>(_mm512_cvtne2ps_pbh(high, low));
@@ -148,7 +160,8 @@ void pack_panels_transposed(bf16* panels, size_t panel_stride, const float* sour
   }
 }
 
-void round_rows(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows, int cols,
+template <typename Source>
+void round_rows(bf16* to, size_t ld_to, const Source* from, size_t ld_from, int rows, int cols,
                 int rows_padded) {
   for (int r = 0; r < rows_padded; ++r) {
     bf16* y = to + r * ld_to;
@@ -164,15 +177,16 @@ void round_rows(bf16* to, size_t ld_to, const float* from, size_t ld_from, int r
   }
 }
 
-void round_transposed(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows,
+template <typename Source>
+void round_transposed(bf16* to, size_t ld_to, const Source* from, size_t ld_from, int rows,
                       int cols, int rows_padded) {
   // 16 x 16 blocks through registers; cols is a multiple of 16 (a head's size).
   for (int r0 = 0; r0 < rows_padded; r0 += 16) {
     for (int c0 = 0; c0 < cols; c0 += 16) {
       __m512 block[16];
       for (int i = 0; i < 16; ++i)
-        block[i] = r0 + i < rows ? _mm512_loadu_ps(from + (r0 + i) * ld_from + c0)
-                                 : _mm512_setzero_ps();
+        block[i] =
+            r0 + i < rows ? load_up_to_16(from + (r0 + i) * ld_from + c0, 16) : _mm512_setzero_ps();
       transpose_16x16(block);
       const int width = rows_padded - r0 < 16 ? rows_padded - r0 : 16;
       for (int c = 0; c < 16; ++c)
@@ -199,7 +213,7 @@ void store_rows(float* to, size_t ld_to, bf16* to16, const float* from, size_t l
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; c += 16) {
       const __m512 x = _mm512_loadu_ps(from + r * ld_from + c);
-      store_16(to + r * ld_to + c, x);
+      if (to) store_16(to + r * ld_to + c, x);
       if (to16)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(to16 + r * ld_to + c), round_16(x));
     }
@@ -348,12 +362,22 @@ void gemm(Engine engine, int M, int N, int K, const bf16* A, size_t lda, const b
 
 namespace folio::cpu::tiles {
 bool engine_runs(Engine engine) { return engine == Engine::none; }
-void pack_panels(bf16*, size_t, const float*, size_t, int, int, int, int) { std::abort(); }
-void pack_panels_transposed(bf16*, size_t, const float*, size_t, int, int, int, int) {
+template <typename Source>
+void pack_panels(bf16*, size_t, const Source*, size_t, int, int, int, int) {
   std::abort();
 }
-void round_rows(bf16*, size_t, const float*, size_t, int, int, int) { std::abort(); }
-void round_transposed(bf16*, size_t, const float*, size_t, int, int, int) { std::abort(); }
+template <typename Source>
+void pack_panels_transposed(bf16*, size_t, const Source*, size_t, int, int, int, int) {
+  std::abort();
+}
+template <typename Source>
+void round_rows(bf16*, size_t, const Source*, size_t, int, int, int) {
+  std::abort();
+}
+template <typename Source>
+void round_transposed(bf16*, size_t, const Source*, size_t, int, int, int) {
+  std::abort();
+}
 void transpose(float*, size_t, bf16*, const float*, size_t, int, int) { std::abort(); }
 void store_rows(float*, size_t, bf16*, const float*, size_t, int, int) { std::abort(); }
 void begin_products(Engine) { std::abort(); }
@@ -364,3 +388,15 @@ void gemm(Engine, int, int, int, const bf16*, size_t, const bf16*, size_t, float
 }  // namespace folio::cpu::tiles
 
 #endif
+
+// The copies that take either kind of source, built for both (bf16_tiles.h).
+namespace folio::cpu::tiles {
+template void pack_panels(bf16*, size_t, const float*, size_t, int, int, int, int);
+template void pack_panels(bf16*, size_t, const bf16*, size_t, int, int, int, int);
+template void pack_panels_transposed(bf16*, size_t, const float*, size_t, int, int, int, int);
+template void pack_panels_transposed(bf16*, size_t, const bf16*, size_t, int, int, int, int);
+template void round_rows(bf16*, size_t, const float*, size_t, int, int, int);
+template void round_rows(bf16*, size_t, const bf16*, size_t, int, int, int);
+template void round_transposed(bf16*, size_t, const float*, size_t, int, int, int);
+template void round_transposed(bf16*, size_t, const bf16*, size_t, int, int, int);
+}  // namespace folio::cpu::tiles

@@ -40,21 +40,28 @@ Engine chosen_engine();
 // columns a panel of K/2 rows, row r holding the 16 pairs (B[2r][c], B[2r+1][c]), 64 bytes, one
 // tile row. Panel j starts at panels + j * panel_stride (bf16 elements; >= 16 * K_padded).
 //
-// pack_panels writes B[k][n] = source[k * ld + n] for k < K, n < N, rounded to bf16 (nearest,
-// ties to even), and zeros up to K_padded x N_padded (K_padded a multiple of 32, N_padded of 16).
+// Their sources are fp32 (rounded to bf16, nearest, ties to even) or bf16 already (copied: a
+// tensor the CPU backend keeps as bf16); each is built for Source = float and Source = bf16.
+//
+// pack_panels writes B[k][n] = source[k * ld + n] for k < K, n < N, as bf16, and zeros up to
+// K_padded x N_padded (K_padded a multiple of 32, N_padded of 16).
 // pack_panels_transposed writes B[k][n] = source[n * ld + k] (the transpose of source).
-void pack_panels(bf16* panels, size_t panel_stride, const float* source, size_t ld, int K, int N,
+template <typename Source>
+void pack_panels(bf16* panels, size_t panel_stride, const Source* source, size_t ld, int K, int N,
                  int K_padded, int N_padded);
-void pack_panels_transposed(bf16* panels, size_t panel_stride, const float* source, size_t ld,
+template <typename Source>
+void pack_panels_transposed(bf16* panels, size_t panel_stride, const Source* source, size_t ld,
                             int K, int N, int K_padded, int N_padded);
 
 // to[r * ld_to + c] = bf16 of from[r * ld_from + c], r < rows, c < cols; zeros in rows
 // [rows, rows_padded) (the A operand of gemm, row-major).
-void round_rows(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows, int cols,
+template <typename Source>
+void round_rows(bf16* to, size_t ld_to, const Source* from, size_t ld_from, int rows, int cols,
                 int rows_padded);
 // to[c * ld_to + r] = bf16 of from[r * ld_from + c]: the transpose, rounded; zeros in columns
 // [rows, rows_padded) of `to`. cols is a multiple of 16.
-void round_transposed(bf16* to, size_t ld_to, const float* from, size_t ld_from, int rows,
+template <typename Source>
+void round_transposed(bf16* to, size_t ld_to, const Source* from, size_t ld_from, int rows,
                       int cols, int rows_padded);
 // to[c * ld_to + r] = from[r * ld_from + c] for r < rows, c < cols, and the same rounded into
 // to16 (laid out as `to`) unless it is null. rows is a multiple of 16, and `from` is readable up
@@ -62,7 +69,7 @@ void round_transposed(bf16* to, size_t ld_to, const float* from, size_t ld_from,
 void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
                int cols);
 // to[r * ld_to + c] = from[r * ld_from + c] for r < rows, c < cols (a multiple of 16), and the
-// same rounded into to16 (laid out as `to`) unless it is null.
+// same rounded into to16 (laid out as `to`) unless it is null; `to` null: to16 alone.
 void store_rows(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
                 int cols);
 // Both write `to` with streaming stores where its rows are 64-byte aligned: attention's fp32

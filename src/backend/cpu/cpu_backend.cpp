@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -51,9 +52,28 @@ std::string CpuBackend::description() const {
          attention + ")";
 }
 
-void* CpuBackend::allocate(size_t bytes) { return cpu::allocate_on_huge_pages(bytes); }
+void* CpuBackend::allocate(size_t bytes) {
+  void* pointer = cpu::allocate_on_huge_pages(bytes);
+  allocation_bytes_[pointer] = bytes;
+  return pointer;
+}
 
-void CpuBackend::release(void* pointer) { std::free(pointer); }
+// A later allocation may put another tensor where a kept bf16 one was: forget those freed here.
+void CpuBackend::release(void* pointer) {
+  if (const auto found = allocation_bytes_.find(pointer); found != allocation_bytes_.end()) {
+    const char* begin = static_cast<const char*>(pointer);
+    const char* end = begin + found->second;
+    kept_in_bf16_.erase(std::remove_if(kept_in_bf16_.begin(), kept_in_bf16_.end(),
+                                       [&](const RoundedCopy& kept) {
+                                         const char* at =
+                                             reinterpret_cast<const char*>(kept.source);
+                                         return begin <= at && at < end;
+                                       }),
+                        kept_in_bf16_.end());
+    allocation_bytes_.erase(found);
+  }
+  std::free(pointer);
+}
 
 void CpuBackend::copy_to_device(void* device, const void* host, size_t bytes) {
   wrote(device, bytes);

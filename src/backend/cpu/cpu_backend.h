@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -98,6 +99,12 @@ class CpuBackend final : public Backend {
   // With bf16 products: keeps a bf16 copy of the parameters, which adamw_update writes in the
   // same pass as the fp32 values (optimizer.cpp), so products never convert a weight again.
   void set_parameter_buffer(const float* parameters, size_t count) override;
+  // With bf16 products: ReLU's output, and where attention runs on bf16 products (tiles_fit)
+  // its input qkv and its output att, are kept as the bf16 values the products read.
+  bool keeps_as_bf16(ProductOperand tensor, int head_size) const override {
+    return bf16_ && (tensor == ProductOperand::kReluOutput || tiles_fit(head_size));
+  }
+  void store_as_bf16(const float* tensor, size_t count) override;
 
  private:
   // The bf16 copies of a product's operands (matmul.cpp): the input or activation, the weight,
@@ -118,9 +125,13 @@ class CpuBackend final : public Backend {
   // A weight's bf16 operand: from the parameters' mirror when it lies in the parameter buffer
   // (refreshed first if out of date), else rounded into kOperandB.
   const cpu::bf16* bf16_weight(const float* weight, size_t n);
-  // matmul_forward with bf16 products (matmul.cpp), with ReLU applied by the product if `relu`.
+  // matmul_forward with bf16 products (matmul.cpp), with ReLU applied by the product if `relu`;
+  // an output kept as bf16 gets the rounded values alone.
   void linear_bf16(float* out, const float* inp, const float* weight, const float* bias, int N,
                    int IC, int OC, bool relu);
+  // The n elements at x as bf16 where they lie in a tensor kept so (store_as_bf16), else nullptr:
+  // the memory holds fp32.
+  cpu::bf16* kept_in_bf16(const float* x, size_t n) const;
   // n bf16 ones: the row vector whose product with a gradient sums its columns (a bias gradient).
   const cpu::bf16* ones_bf16(size_t n);
   // Called by the ops that write memory other than through adamw_update, the products and the
@@ -160,6 +171,10 @@ class CpuBackend final : public Backend {
   std::array<RoundedCopy, kBf16Operands> made_by_writer_;
   // Per slot, the last fp32 output written as its bf16 copy alone, until memory over it is written.
   std::array<RoundedCopy, kBf16Operands> left_unwritten_;
+  // The tensors kept as bf16 (store_as_bf16): `count` bf16 elements from `source`, until the
+  // allocation holding them is released.
+  std::vector<RoundedCopy> kept_in_bf16_;
+  std::map<const void*, size_t> allocation_bytes_;  // what allocate() handed out, for release()
   struct ParameterMirror {
     const float* source = nullptr;  // the model's flat fp32 parameters
     size_t count = 0;

@@ -39,6 +39,14 @@ void gemm_bf16(bool transpose_a, bool transpose_b, int M, int N, int K, const bf
                const bf16* B, int ldb, bool accumulate, float* C, int ldc,
                const float* bias = nullptr, bool relu = false);
 
+// gemm_bf16 with C written as bf16: each element's fp32 sum (bias added, ReLU applied) rounded to
+// nearest even, as to_bf16 rounds, for outputs kept as bf16 alone (ReadBy::kProducts). oneDNN
+// writes the rows so; elsewhere, and for reductions gemm_bf16 splits, the fp32 sums are rounded
+// in a pass after. Never accumulates.
+void gemm_bf16_rounded(bool transpose_a, bool transpose_b, int M, int N, int K, const bf16* A,
+                       int lda, const bf16* B, int ldb, bf16* C, int ldc,
+                       const float* bias = nullptr, bool relu = false);
+
 // Whether gemm_bf16 runs on native bf16 instructions (AVX512-BF16 or AMX) on this CPU.
 bool bf16_is_native();
 // "AMX", "AVX512-BF16", "emulated by oneDNN on AVX-512" or "widened to fp32": what gemm_bf16 uses.

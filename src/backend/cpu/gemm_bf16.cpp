@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/vector_math.h"
 
 #if defined(FOLIO_BLAS_DNNL)
 #include <oneapi/dnnl/dnnl.hpp>
@@ -64,7 +65,7 @@ Engine& engine() {
   return instance;
 }
 
-using ProductKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool, bool>;
+using ProductKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool, bool, bool>;
 
 struct Product {
   dnnl::matmul::primitive_desc descriptor;
@@ -72,17 +73,18 @@ struct Product {
   bool available = false;  // false: oneDNN has no bf16 kernel for this CPU (none before AVX-512)
 };
 
+// bf16_out: C is written as bf16, each element rounded from its fp32 sum (bias and ReLU applied).
 const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int ldb, int ldc,
-                           bool accumulate, bool with_bias, bool relu) {
+                           bool accumulate, bool with_bias, bool relu, bool bf16_out) {
   static std::map<ProductKey, Product> cache;
-  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate, with_bias, relu};
+  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate, with_bias, relu, bf16_out};
   if (auto found = cache.find(key); found != cache.end()) return found->second;
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // Row-major operands; a transposed one is the same memory read with swapped strides.
   const dnnl::memory::desc a({M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
   const dnnl::memory::desc b({K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
-  const dnnl::memory::desc c({M, N}, dt::f32, dims{ldc, 1});
+  const dnnl::memory::desc c({M, N}, bf16_out ? dt::bf16 : dt::f32, dims{ldc, 1});
   dnnl::primitive_attr attributes;
   dnnl::post_ops post_ops;
   if (accumulate) post_ops.append_sum(1.0f);  // C += A B rather than C = A B
@@ -108,6 +110,20 @@ const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int l
     // unimplemented on this CPU: remembered, and this shape is widened to fp32 from now on
   }
   return cache.emplace(key, std::move(product)).first->second;
+}
+
+void run(const Product& product, const bf16* A, const bf16* B, void* C, const float* bias) {
+  Engine& e = engine();
+  dnnl::memory a(product.descriptor.src_desc(), e.engine, const_cast<bf16*>(A));
+  dnnl::memory b(product.descriptor.weights_desc(), e.engine, const_cast<bf16*>(B));
+  dnnl::memory c(product.descriptor.dst_desc(), e.engine, C);
+  std::unordered_map<int, dnnl::memory> arguments{
+      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+  if (bias)
+    arguments.emplace(DNNL_ARG_BIAS, dnnl::memory(product.descriptor.bias_desc(), e.engine,
+                                                  const_cast<float*>(bias)));
+  product.primitive.execute(e.stream, arguments);
+  e.stream.wait();
 }
 
 #endif
@@ -139,23 +155,29 @@ void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, co
   }
 #if defined(FOLIO_BLAS_DNNL)
   const Product& product =
-      product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate, bias != nullptr, relu);
-  if (product.available) {
-    Engine& e = engine();
-    dnnl::memory a(product.descriptor.src_desc(), e.engine, const_cast<bf16*>(A));
-    dnnl::memory b(product.descriptor.weights_desc(), e.engine, const_cast<bf16*>(B));
-    dnnl::memory c(product.descriptor.dst_desc(), e.engine, C);
-    std::unordered_map<int, dnnl::memory> arguments{
-        {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-    if (bias)
-      arguments.emplace(DNNL_ARG_BIAS, dnnl::memory(product.descriptor.bias_desc(), e.engine,
-                                                    const_cast<float*>(bias)));
-    product.primitive.execute(e.stream, arguments);
-    e.stream.wait();
-    return;
-  }
+      product_for(ta, tb, M, N, K, lda, ldb, ldc, accumulate, bias != nullptr, relu, false);
+  if (product.available) return run(product, A, B, C, bias);
 #endif
   widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, bias, relu);
+}
+
+void gemm_bf16_rounded(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
+                       int ldb, bf16* C, int ldc, const float* bias, bool relu) {
+  if (M == 0 || N == 0) return;
+#if defined(FOLIO_BLAS_DNNL)
+  if (K <= kLongestReduction) {
+    const Product& product =
+        product_for(ta, tb, M, N, K, lda, ldb, ldc, false, bias != nullptr, relu, true);
+    if (product.available) return run(product, A, B, C, bias);
+  }
+#endif
+  // A long reduction (split by gemm_bf16) or no native kernel: fp32 rows, then rounded.
+  static std::vector<float> sums;
+  sums.resize(static_cast<size_t>(M) * N);
+  gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, false, sums.data(), N, bias, relu);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = to_bf16(sums[size_t(i) * N + j]);
 }
 
 bool bf16_is_native() {

@@ -35,13 +35,38 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* weigh
   cpu::sgemm(false, true, N, OC, IC, 1.0f, inp, IC, weight, IC, bias ? 1.0f : 0.0f, out, OC);
 }
 
-// oneDNN adds the bias (and applies ReLU) as it writes the rows.
+// oneDNN adds the bias (and applies ReLU) as it writes the rows, in fp32, or rounded to bf16 for
+// an output kept so.
 void CpuBackend::linear_bf16(float* out, const float* inp, const float* weight, const float* bias,
                              int N, int IC, int OC, bool relu) {
+  const size_t n = static_cast<size_t>(N) * OC;
   const cpu::bf16* inp16 = rounded_to_bf16(kOperandA, inp, static_cast<size_t>(N) * IC);
   const cpu::bf16* weight16 = bf16_weight(weight, static_cast<size_t>(OC) * IC);
-  wrote(out, static_cast<size_t>(N) * OC * sizeof(float));
+  if (cpu::bf16* out16 = kept_in_bf16(out, n)) {
+    wrote(out, n * sizeof(cpu::bf16));
+    cpu::gemm_bf16_rounded(false, true, N, OC, IC, inp16, IC, weight16, IC, out16, OC, bias, relu);
+    return;
+  }
+  wrote(out, n * sizeof(float));
   cpu::gemm_bf16(false, true, N, OC, IC, inp16, IC, weight16, IC, false, out, OC, bias, relu);
+}
+
+void CpuBackend::store_as_bf16(const float* tensor, size_t count) {
+  if (!bf16_) throw Error("internal: only a backend with bf16 products keeps tensors as bf16");
+  kept_in_bf16_.push_back(RoundedCopy{tensor, count});
+}
+
+cpu::bf16* CpuBackend::kept_in_bf16(const float* x, size_t n) const {
+  const cpu::bf16* at = reinterpret_cast<const cpu::bf16*>(x);
+  for (const RoundedCopy& kept : kept_in_bf16_) {
+    const cpu::bf16* begin = reinterpret_cast<const cpu::bf16*>(kept.source);
+    if (begin <= at && at < begin + kept.count) {
+      if (at + n > begin + kept.count)
+        throw Error("internal: an op reaches past the end of a tensor kept as bf16");
+      return const_cast<cpu::bf16*>(at);
+    }
+  }
+  return nullptr;
 }
 
 void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -89,6 +114,7 @@ const cpu::bf16* CpuBackend::ones_bf16(size_t n) {
 }
 
 const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, size_t n) {
+  if (const cpu::bf16* kept = kept_in_bf16(x, n)) return kept;  // the values are bf16 already
   cpu::HugePageBuffer<cpu::bf16>& buffer = bf16_operands_[slot];
   RoundedCopy& made = made_by_writer_[slot];
   const bool ready = made.source == x && made.count == n;
