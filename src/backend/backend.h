@@ -257,6 +257,10 @@ class Backend {
   virtual void store_as_bf16(const float* /*tensor*/, size_t /*count*/) {
     throw Error("internal: the " + name() + " backend keeps no tensor as bf16");
   }
+  // Whether reading a few bytes back (a step's loss, the gradients' norm) costs nothing: true where
+  // device memory is the host's (the CPU), so the trainer checks every step; a GPU's read waits for
+  // all the work queued before it, so the trainer reads only on the steps it logs.
+  virtual bool reads_back_for_free() const { return true; }
   // The stream (cudaStream_t) this backend issues its work to, for collectives (NCCL) that must
   // queue behind it; nullptr for a backend without one.
   virtual void* native_stream() const { return nullptr; }

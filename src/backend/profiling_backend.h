@@ -94,6 +94,7 @@ class ProfilingBackend : public Backend {
   }
   double peak_flops() const override { return inner_->peak_flops(); }
   void* native_stream() const override { return inner_->native_stream(); }
+  bool reads_back_for_free() const override { return inner_->reads_back_for_free(); }
   bool keeps_recomputable_activations() const override {
     return inner_->keeps_recomputable_activations();
   }

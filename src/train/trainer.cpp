@@ -313,10 +313,10 @@ void Trainer::fill_train_batch(Batch& batch, uint32_t step, int64_t first_window
 }
 
 double Trainer::train_one_step(int step, double learning_rate) {
-  // On the CPU the loss and the gradients' finiteness cost nothing to read, so every step is
+  // Where the loss and the gradients' finiteness cost nothing to read (the CPU) every step is
   // checked; on a GPU reading them waits for the device, so only logged steps are (the step
   // named in an error is then the first logged step after the damage).
-  const bool measure = backend_.name() == "cpu" || log_interval_reached(step);
+  const bool measure = backend_.reads_back_for_free() || log_interval_reached(step);
   training_.draw_batches(static_cast<uint32_t>(step),
                          [&](Batch& batch, uint32_t s, int64_t first_window) {
                            fill_train_batch(batch, s, first_window);

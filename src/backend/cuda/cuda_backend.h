@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string description() const override;
   void* native_stream() const override { return stream_; }
+  bool reads_back_for_free() const override { return false; }
   int threads() const override { return 1; }  // one host thread issues work to the stream
 
   void* allocate(size_t bytes) override;
