@@ -41,6 +41,24 @@ TEST(VectorMath, RowDotEqualsTheDoubleSum) {
   }
 }
 
+// GELU's normal CDF and gaussian against libm in double precision, over the range where they
+// change and past it, where the CDF must reach 0 and 1 (a wrong coefficient of the erfc fit
+// moves the CDF by 1e-3 or more; a wrong sign of the branch by up to 1).
+TEST(VectorMath, NormalCdfAndGaussianAgreeWithLibm) {
+  double worst_cdf = 0.0, worst_gaussian = 0.0;
+  for (int i = -20000; i <= 20000; ++i) {
+    const float x = float(i) * 0.0005f;  // -10 to 10
+    float gaussian = 0.0f;
+    const double cdf = cpu::vnormal_cdf(x, gaussian);
+    const double want_cdf = 0.5 * std::erfc(-double(x) / std::sqrt(2.0));
+    const double want_gaussian = std::exp(-0.5 * double(x) * x);
+    worst_cdf = std::max(worst_cdf, std::abs(cdf - want_cdf));
+    worst_gaussian = std::max(worst_gaussian, std::abs(gaussian - want_gaussian));
+  }
+  EXPECT_LT(worst_cdf, 2.5e-7);       // 1.5e-7 from the fit, the rest fp32 rounding
+  EXPECT_LT(worst_gaussian, 2.5e-7);  // vexp's 2 ulp of values up to 1, and x^2 rounded
+}
+
 // Every transpose, beta 0 (C's old values, NaN here, never read) and 1, widths of C from one
 // lane to four full vectors with and without a tail, and a product over the size limit that goes
 // to the BLAS. This binary calls the build's portable copy; the AVX2 and AVX-512 ones run under

@@ -27,7 +27,8 @@ inline float activate(float x) {
   if constexpr (kKind == Activation::kRelu) {
     return x > 0.0f ? x : 0.0f;
   } else if constexpr (kKind == Activation::kGelu) {
-    return 0.5f * x * (1.0f + cpu::verf(x * static_cast<float>(M_SQRT1_2)));
+    float gaussian;
+    return x * cpu::vnormal_cdf(x, gaussian);
   } else {
     return x * sigmoid_of_twice_gelu_u(x);
   }
@@ -43,11 +44,11 @@ inline float activation_derivative(float x) {
     const float du = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * x * x);
     return s + 2.0f * x * s * (1.0f - s) * du;
   } else {
-    // d/dx [x Phi(x)] = Phi(x) + x phi(x)
+    // d/dx [x Phi(x)] = Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi)
     const float inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-    const float cdf = 0.5f * (1.0f + cpu::verf(x * static_cast<float>(M_SQRT1_2)));
-    const float pdf = cpu::vexp(-0.5f * x * x) * inv_sqrt_2pi;
-    return cdf + x * pdf;
+    float gaussian;
+    const float cdf = cpu::vnormal_cdf(x, gaussian);
+    return cdf + x * gaussian * inv_sqrt_2pi;
   }
 }
 
