@@ -1,5 +1,5 @@
 // bf16 matrix products for the CPU backend's attention with --dtype bf16 (attention.cpp).
-// Attention's products are small (a strip of 64 query rows against one head's keys: 64 x 256 x 64
+// Attention's products are small (a strip of 32 query rows against one head's keys: 32 x 256 x 64
 // in shakespeare_char), several per strip and thousands per step; oneDNN 2.6's matmul primitive
 // costs microseconds a call in its own bookkeeping and wants each operand dense, which made
 // attention slower than fp32 sgemm (README, "Tried and not kept"), and it has no small-product
