@@ -52,6 +52,7 @@ for config in "${configs[@]}"; do
       line=$($folio bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2 --dtype "$dtype" 2>/dev/null)
       runs[folio_$dtype]+=" $(echo "$line" | field "$stat")"
       rss[folio_$dtype]=$(echo "$line" | field peak_rss_mib)
+      before_backend=$(echo "$line" | field rss_before_backend_mib)
       policies+=" $(echo "$line" | field omp_wait_policy)"
       if [ -n "${FOLIO_BEFORE:-}" ]; then
         line=$("$FOLIO_BEFORE" bench --config "$config" --threads "$threads" --steps "$steps" --warmup 2 --dtype "$dtype" 2>/dev/null)
@@ -97,6 +98,9 @@ print(f"<!-- {config} rounds (ms): " + "; ".join(c.strip() for c in cols) + " --
 print(f"<!-- {config} peak RSS (MiB), last round: folio fp32, bf16, then PyTorch's modes: " +
       " ".join(f"{r:.0f}" for r in rss) + " -->")
 PY
+  # Of folio's peak, the program and its libraries (a build with CUDA loads its libraries even
+  # for a CPU run); older binaries do not report it.
+  [ -n "${before_backend:-}" ] && echo "<!-- $config: folio held ${before_backend%.*} MiB before its backend (program and libraries) -->"
   if [ -n "${FOLIO_BEFORE:-}" ]; then
     for dtype in fp32 bf16; do
       before=$(lowest ${runs[before_$dtype]}) after=$(lowest ${runs[folio_$dtype]})
@@ -104,7 +108,7 @@ PY
            "${rss[folio_$dtype]} MiB, before/after $(python3 -c "print(f'{$before/$after:.2f}')")x -->"
     done
   fi
-  unset runs rss
+  unset runs rss before_backend
 done
 # folio waits passively when the machine is busy as it starts (README, "Sharing the CPU"), which
 # makes a small model's step several times slower: say so when any run did.

@@ -4,6 +4,7 @@
 // --ladder times the GPU's optimisations switched on one at a time and prints a table.
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +36,7 @@ struct BenchResult {
   int threads = 0;
   size_t parameters = 0;
   double median_ms = 0, fastest_ms = 0, median_cpu_ms = 0, tokens_per_step = 0, flops_per_token = 0, peak_flops = 0;
+  double rss_before_backend_mib = 0;  // the program and its libraries, before any tensor
   bool graph = false;
   std::map<std::string, OpTime> profile;  // with --profile: the timed steps' time per op kind
 };
@@ -55,12 +57,24 @@ double peak_resident_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
+// The process's resident memory now (/proc/self/statm's second field, in pages); 0 if unreadable.
+double resident_mib() {
+  long pages_total = 0, pages_resident = 0;
+  if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%ld %ld", &pages_total, &pages_resident) != 2) pages_resident = 0;
+    std::fclose(statm);
+  }
+  return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) /
+         (1024.0 * 1024.0);
+}
+
 // Times `steps` training steps after `warmup` untimed ones, each on fresh random tokens and
 // waited for. With `graph` (and a backend that records steps), the first timed step is recorded
 // once after the warm-up and every timed step replays the recording.
 BenchResult time_training_steps(const Config& config, const BackendOptions& options, bool graph,
                                 int steps, int warmup, bool profile = false,
                                 int vocab_size = kVocabSize) {
+  const double rss_before_backend = resident_mib();
   std::unique_ptr<Backend> backend = make_backend(config.device, config.threads, options);
   ProfilingBackend* profiler = nullptr;
   if (profile) {
@@ -101,6 +115,7 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
   std::sort(step_cpu_ms.begin(), step_cpu_ms.end());
 
   BenchResult result;
+  result.rss_before_backend_mib = rss_before_backend;
   result.device = backend->name();
   result.description = backend->description();
   result.threads = backend->threads();
@@ -145,6 +160,10 @@ nlohmann::json to_json(const std::string& config_name, const Config& config, int
   }
   line["dtype"] = config.dtype;
   line["peak_rss_mib"] = peak_resident_mib();
+  // Of it, what the process held before the backend and the model: the program and the shared
+  // libraries it loaded, the CUDA ones included in a build with CUDA (about 150 MiB, even when
+  // the CPU runs the step), so that a step's own memory is the difference.
+  line["rss_before_backend_mib"] = r.rss_before_backend_mib;
   // How OpenMP's threads waited (thread_budget.h): a passive wait makes a small model's step
   // several times slower, so a figure is read with it.
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
@@ -228,7 +247,8 @@ int bench_command(Arguments& arguments) {
                  "Times training steps after a warm-up and prints one JSON line: config, "
                  "device, threads, ms_per_step (median), tokens_per_s, gflops, peak_tflops (the "
                  "device's matrix-product peak in the dtype; measured on a CPU), mfu (the share "
-                 "of it the step keeps), peak_rss_mib, omp_wait_policy.\n--profile also prints "
+                 "of it the step keeps), peak_rss_mib, rss_before_backend_mib (the program and "
+                 "its libraries), omp_wait_policy.\n--profile also prints "
                  "the step's time per op kind (forward, backward, optimizer), each op waited "
                  "for.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
                  "(--graph=false issues it op by op). --ladder times the GPU's optimisations "

@@ -72,6 +72,18 @@ def main(folio, data):
               result.returncode == 2 and "'stray'" in result.stderr,
               f"rc {result.returncode}, stderr {result.stderr!r}")
 
+    # -- bench prints one JSON line; its memory figures split the program's own from the step's
+    bench = run(folio, "bench", "--config", "tiny", "--device", "cpu", "--steps", "2",
+                "--warmup", "0")
+    try:
+        figures = json.loads(bench.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        figures = {}
+    check("bench reports peak_rss_mib above rss_before_backend_mib, both positive",
+          bench.returncode == 0 and figures.get("rss_before_backend_mib", 0) > 0
+          and figures.get("peak_rss_mib", 0) > figures["rss_before_backend_mib"],
+          f"rc {bench.returncode}, stdout {bench.stdout[-300:]!r}")
+
     # -- help for every subcommand, three ways; --version names the build
     for command in ("train", "eval", "sample", "bench", "plot", "info"):
         for args in ([command, "-h"], [command, "--help"], ["help", command]):
