@@ -200,7 +200,7 @@ TEST_P(BackendOps, Attention) {
 
     auto d_dqkv = poisoned(qkv.size());
     backend_->attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
-                                 d_saved.as<float>(), c.B, c.T, c.H, c.hs, dropout);
+                                 d_saved.as<float>(), c.B, c.T, c.H, c.hs, dropout, ReadBy::kAnyOp);
     Doubles dqkv(qkv.size());
     reference::attention_backward(dqkv.data(), widen(dout).data(), widen(qkv).data(),
                                   probs.data(), c.B, c.T, c.H, c.hs, dropout);
@@ -495,7 +495,7 @@ TEST_P(BackendOps, SoftmaxRowsFarBeyondExpsRangeShiftByTheirLargest) {
   EXPECT_LT(relative_error(download(d_out, out.size()), out), 1e-3);
   auto d_dqkv = poisoned(qkv.size());
   backend_->attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
-                               d_saved.as<float>(), B, T, H, hs, no_dropout());
+                               d_saved.as<float>(), B, T, H, hs, no_dropout(), ReadBy::kAnyOp);
   Doubles dqkv(qkv.size());
   reference::attention_backward(dqkv.data(), widen(dout).data(), widen(qkv).data(), probs.data(),
                                 B, T, H, hs, no_dropout());

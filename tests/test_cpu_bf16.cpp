@@ -414,8 +414,23 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     same_as_duplicate("attention_forward", att, width, as_input(width));
     float* datt = buffer(size_t(N) * width, 30);
     float* dqkv = buffer(size_t(N) * 3 * width, 31);
-    be.attention_backward(dqkv, datt, qkv, lse, B, T, H, head_size, dropout);
+    be.attention_backward(dqkv, datt, qkv, lse, B, T, H, head_size, dropout, ReadBy::kAnyOp);
     same_as_duplicate("attention_backward", dqkv, 3 * width, as_gradient(3 * width));
+    // dqkv read by the qkv layer's products alone (the model's): the same products; with bf16
+    // attention the fp32 gradient is never written (NaN-poisoned here), with fp32 attention,
+    // which sums dk and dv in place, it is.
+    const Floats wanted = product_of_gradient(dqkv, 3 * width, ln_inp);
+    const Floats nans(size_t(N) * 3 * width, NAN);
+    be.copy_to_device(dqkv, nans.data(), nans.size() * sizeof(float));
+    be.attention_backward(dqkv, datt, qkv, lse, B, T, H, head_size, dropout, ReadBy::kNextProduct);
+    const Floats got = product_of_gradient(dqkv, 3 * width, ln_inp);
+    EXPECT_EQ(std::memcmp(got.data(), wanted.data(), got.size() * sizeof(float)), 0)
+        << "heads of " << head_size;
+    const Floats fp32 = download(dqkv, nans.size());
+    const bool untouched =
+        std::all_of(fp32.begin(), fp32.end(), [](float x) { return std::isnan(x); });
+    EXPECT_EQ(untouched, be.keeps_as_bf16(ProductOperand::kQkv, head_size))
+        << "heads of " << head_size;
   }
 
   // Cross-entropy's gradient, which the lm_head's gradient products read next.
@@ -551,7 +566,7 @@ void check_bf16_attention(Backend& backend, bool tiles) {
     backend.attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), c.B, c.T,
                               c.H, c.hs, 0, dropout);
     backend.attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
-                               d_lse.as<float>(), c.B, c.T, c.H, c.hs, dropout);
+                               d_lse.as<float>(), c.B, c.T, c.H, c.hs, dropout, ReadBy::kAnyOp);
     Floats out(n_out), dqkv(n_qkv);
     backend.copy_to_host(out.data(), d_out.get(), n_out * sizeof(float));
     backend.copy_to_host(dqkv.data(), d_dqkv.get(), n_qkv * sizeof(float));

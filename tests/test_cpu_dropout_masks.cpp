@@ -42,7 +42,7 @@ Floats attention_gradient(const char* dtype, bool another_forward) {
                                attention_dropout(6));
   }
   backend->attention_backward(dqkv.data(), dout.data(), qkv.data(), saved.data(), B, T, H, hs,
-                              attention_dropout(5));
+                              attention_dropout(5), ReadBy::kAnyOp);
   return dqkv;
 }
 

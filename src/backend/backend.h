@@ -30,8 +30,8 @@ enum class Activation { kRelu, kGelu, kGeluTanh };
 // bf16 copies of their operands (the CPU with --dtype bf16) then writes that copy alone and
 // leaves the fp32 output unwritten. Such tensors, where the backward pass recomputes them
 // (activation_plan.h): GELU's output, which feeds ffwd.net.2 alone (GELU's backward reads fc),
-// and a pre_norm block's LayerNorm outputs; and always d_fc, which only fc's backward products
-// read. kAnyOp: every op may read it, as an output usually is.
+// and a pre_norm block's LayerNorm outputs; and always d_fc and d_qkv, which only fc's and qkv's
+// backward products read. kAnyOp: every op may read it, as an output usually is.
 enum class ReadBy { kAnyOp, kNextProduct };
 
 // Activations of a training step that matrix products alone read, in the forward pass and again in
@@ -150,10 +150,11 @@ class Backend {
   virtual size_t attention_saved_floats(int B, int T, int H, int head_size) const = 0;
   virtual void attention_forward(float* out, float* saved, const float* qkv, int B, int T, int H,
                                  int head_size, int q_start, const DropoutSpec& dropout) = 0;
-  // dqkv = (all of it); dout is (B, T, A)
+  // dqkv = (all of it); dout is (B, T, A). dqkv_read_by: see ReadBy (the model's dqkv feeds the
+  // qkv layer's backward products alone)
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* saved, int B, int T, int H, int head_size,
-                                  const DropoutSpec& dropout) = 0;
+                                  const DropoutSpec& dropout, ReadBy dqkv_read_by) = 0;
 
   // ---- elementwise nonlinearity (ReLU, exact erf GELU, or tanh GELU: see Activation) --------
   // Both may run in place (out == inp, dinp == dout). For ReLU, activation_backward's inp may be

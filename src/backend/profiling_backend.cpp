@@ -67,9 +67,9 @@ void ProfilingBackend::attention_forward(float* out, float* saved, const float* 
 }
 void ProfilingBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
                                           const float* saved, int B, int T, int H, int head_size,
-                                          const DropoutSpec& dropout) {
+                                          const DropoutSpec& dropout, ReadBy dqkv_read_by) {
   timed("attention backward", 4.0 * B * H * T * T * head_size, [&] {
-    inner_->attention_backward(dqkv, dout, qkv, saved, B, T, H, head_size, dropout);
+    inner_->attention_backward(dqkv, dout, qkv, saved, B, T, H, head_size, dropout, dqkv_read_by);
   });
 }
 

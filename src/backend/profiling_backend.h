@@ -61,7 +61,8 @@ class ProfilingBackend : public Backend {
   void attention_forward(float* out, float* saved, const float* qkv, int B, int T, int H,
                          int head_size, int q_start, const DropoutSpec& dropout) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
-                          int B, int T, int H, int head_size, const DropoutSpec& dropout) override;
+                          int B, int T, int H, int head_size, const DropoutSpec& dropout,
+                          ReadBy dqkv_read_by) override;
   void activation_forward(float* out, const float* inp, size_t n, Activation kind,
                           ReadBy read_by) override;
   void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,

@@ -396,8 +396,10 @@ void GPT::backward(float dloss, GradientUpdate update) {
     // x = x + sa(ln1(x)), or post_norm's x = x + sa(x) after x = ln1(x)
     backend_.matmul_backward(act.d_att, g.proj_weight, g.proj_bias, act.d_branch, block.att,
                              w.proj_weight, BT, A, C, update);
+    // d_qkv is read by the qkv layer's backward products alone
     backend_.attention_backward(act.d_qkv, act.d_att, block.qkv, block.attention_saved, B, T, H, hs,
-                                dropout.at(l, DropoutSite::kAttentionWeights));
+                                dropout.at(l, DropoutSite::kAttentionWeights),
+                                ReadBy::kNextProduct);
     // and ln1's for qkv's, from the block's input
     if (act.recomputes)
       backend_.layernorm_forward(block.ln1, block.ln1_mean, block.ln1_rstd,

@@ -123,7 +123,7 @@ void check_attention(Backend& backend, const AttentionCase& c, double tolerance,
 
   auto d_dqkv = to_device(backend, Floats(qkv.size(), NAN));
   backend.attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
-                             d_saved.as<float>(), c.B, c.T, c.H, c.hs, dropout);
+                             d_saved.as<float>(), c.B, c.T, c.H, c.hs, dropout, ReadBy::kAnyOp);
   Doubles dqkv(qkv.size());
   reference::attention_backward(dqkv.data(), widened(dout).data(), widened(qkv).data(),
                                 probs.data(), c.B, c.T, c.H, c.hs, dropout);

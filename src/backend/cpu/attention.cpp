@@ -101,16 +101,18 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
 
 void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
                                     const float* lse, int B, int T, int H, int hs,
-                                    const DropoutSpec& dropout) {
+                                    const DropoutSpec& dropout, ReadBy dqkv_read_by) {
   const cpu::MaskBits masks =
       dropout.active() ? dropout_masks_.find(dropout, B, H * T, T) : cpu::MaskBits{};
   if (tiles_fit(hs))
-    return attention_backward_tiles(dqkv, dout, qkv, lse, B, T, H, hs, dropout, masks);
+    return attention_backward_tiles(dqkv, dout, qkv, lse, B, T, H, hs, dropout, masks,
+                                    dqkv_read_by);
   if (kept_in_bf16(qkv, 1))
     throw Error("internal: attention on fp32 products reads and writes fp32 tensors only");
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
+  // dk and dv are summed in place over the strips: the fp32 dqkv is written whoever reads it.
   cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
 
 #pragma omp parallel for schedule(dynamic, 1)

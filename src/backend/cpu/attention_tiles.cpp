@@ -161,8 +161,8 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
 
 void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const float* qkv,
                                           const float* lse, int B, int T, int H, int hs,
-                                          const DropoutSpec& dropout,
-                                          const cpu::MaskBits& masks) {
+                                          const DropoutSpec& dropout, const cpu::MaskBits& masks,
+                                          ReadBy dqkv_read_by) {
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const auto gemm = [engine = tiles_engine_](auto... arguments) {
@@ -176,16 +176,17 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
        hs_ * Tq_ * 2, hs_ * Tp_ * 4, hs_ * Tp_ * 4, strip_ * 4, strip_ * 4, strip_ * 4, strip_ * 2,
        strip_ * 2, strip_ * 2, kStripRows * hs_ * 4, Tp_ * 4});
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch);
-  cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
+  // dqkv's bf16 copy, for the qkv layer's products; with bf16 products and ReadBy::kNextProduct
+  // that copy alone (dqkv32 null): the fp32 rows, streamed to memory, were read by nothing.
+  float* dqkv32 = dqkv;
+  cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv32, size_t(B) * T * ld_qkv, dqkv_read_by);
   const cpu::bf16* kept_qkv = kept_in_bf16(qkv, size_t(B) * T * ld_qkv);  // as in the forward
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int pair = 0; pair < B * H; ++pair) {
     const HeadSlices head(pair, T, H, hs);
     const int b = head.b, h = head.h;
-    float* dq = dqkv + head.q;
-    float* dk = dq + A;
-    float* dv = dq + 2 * A;
+    const size_t dq = head.q, dk = dq + A, dv = dq + 2 * A;  // offsets in dqkv
     const float* d_o = dout + head.out;
     const float* row_lse = lse + head.lse;
 
@@ -208,8 +209,10 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
     float* dq_strip = carve.take<float>(kStripRows * hs_);
     float* multipliers = carve.take<float>(Tp_);
 
-    // Where a part of the head's gradient gets its bf16 copy, for the qkv layer's products.
-    auto copy16 = [&](const float* part) { return dqkv16 ? dqkv16 + (part - dqkv) : nullptr; };
+    // Where the head's gradient at an offset in dqkv goes: fp32 (unless only the copy is
+    // written) and its bf16 copy (unless products are fp32).
+    auto fp32_at = [&](size_t at) { return dqkv32 ? dqkv32 + at : nullptr; };
+    auto copy16_at = [&](size_t at) { return dqkv16 ? dqkv16 + at : nullptr; };
     cpu::tiles::begin_products(tiles_engine_);
     const auto load_head = [&](const auto* q) {  // fp32 or bf16; k and v follow q in each row
       cpu::tiles::round_rows(q16, hs_, q, ld_qkv, T, hs, Tq);
@@ -250,13 +253,13 @@ void CpuBackend::attention_backward_tiles(float* dqkv, const float* dout, const 
            true);
       gemm(hs, N, M, q_t16 + r0, Tq_, grad_panels, 16 * static_cast<size_t>(M), dk_t, Tp_, true);
       gemm(M, hs, N, grad16, N, k_panels, 16 * Tp_, dq_strip, hs_, false);
-      float* dq_rows = dq + static_cast<size_t>(r0) * ld_qkv;
-      cpu::tiles::store_rows(dq_rows, ld_qkv, copy16(dq_rows), dq_strip, hs_, rows, hs);
+      const size_t dq_rows = dq + static_cast<size_t>(r0) * ld_qkv;
+      cpu::tiles::store_rows(fp32_at(dq_rows), ld_qkv, copy16_at(dq_rows), dq_strip, hs_, rows, hs);
     }
     cpu::tiles::end_products(tiles_engine_);
     // The head's dk and dv are final: back from head_size x keys, with their bf16 copies.
-    cpu::tiles::transpose(dk, ld_qkv, copy16(dk), dk_t, Tp_, hs, T);
-    cpu::tiles::transpose(dv, ld_qkv, copy16(dv), dv_t, Tp_, hs, T);
+    cpu::tiles::transpose(fp32_at(dk), ld_qkv, copy16_at(dk), dk_t, Tp_, hs, T);
+    cpu::tiles::transpose(fp32_at(dv), ld_qkv, copy16_at(dv), dv_t, Tp_, hs, T);
   }
 }
 

@@ -229,7 +229,7 @@ void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld
       for (int i = 0; i < 16; ++i) block[i] = _mm512_loadu_ps(from + (r0 + i) * ld_from + c0);
       transpose_16x16(block);
       for (int c = 0; c < width; ++c) {
-        store_16(to + (c0 + c) * ld_to + r0, block[c]);
+        if (to) store_16(to + (c0 + c) * ld_to + r0, block[c]);
         if (to16)
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(to16 + (c0 + c) * ld_to + r0),
                               round_16(block[c]));

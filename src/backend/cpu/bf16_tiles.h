@@ -64,8 +64,8 @@ template <typename Source>
 void round_transposed(bf16* to, size_t ld_to, const Source* from, size_t ld_from, int rows,
                       int cols, int rows_padded);
 // to[c * ld_to + r] = from[r * ld_from + c] for r < rows, c < cols, and the same rounded into
-// to16 (laid out as `to`) unless it is null. rows is a multiple of 16, and `from` is readable up
-// to the next multiple of 16 columns.
+// to16 (laid out as `to`) unless it is null; `to` null: to16 alone. rows is a multiple of 16, and
+// `from` is readable up to the next multiple of 16 columns.
 void transpose(float* to, size_t ld_to, bf16* to16, const float* from, size_t ld_from, int rows,
                int cols);
 // to[r * ld_to + c] = from[r * ld_from + c] for r < rows, c < cols (a multiple of 16), and the

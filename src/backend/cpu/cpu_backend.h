@@ -64,7 +64,8 @@ class CpuBackend final : public Backend {
   void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H,
                          int head_size, int q_start, const DropoutSpec& dropout) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse, int B,
-                          int T, int H, int head_size, const DropoutSpec& dropout) override;
+                          int T, int H, int head_size, const DropoutSpec& dropout,
+                          ReadBy dqkv_read_by) override;
   void activation_forward(float* out, const float* inp, size_t n, Activation kind,
                           ReadBy read_by) override;
   void activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
@@ -149,9 +150,9 @@ class CpuBackend final : public Backend {
   void attention_forward_tiles(float* out, float* lse, const float* qkv, int B, int T, int H,
                                int hs, int q_start, const DropoutSpec& dropout,
                                const cpu::MaskBits& masks);
-  void attention_backward_tiles(float* dqkv, const float* dout, const float* qkv,
-                                const float* lse, int B, int T, int H, int hs,
-                                const DropoutSpec& dropout, const cpu::MaskBits& masks);
+  void attention_backward_tiles(float* dqkv, const float* dout, const float* qkv, const float* lse,
+                                int B, int T, int H, int hs, const DropoutSpec& dropout,
+                                const cpu::MaskBits& masks, ReadBy dqkv_read_by);
   // Per-thread scratch for attention (strips of query rows); grows on first use only.
   float* attention_scratch(int thread, size_t floats_per_thread);
   // `floats` zeroed floats for each thread, for per-thread partial sums.

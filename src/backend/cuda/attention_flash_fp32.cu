@@ -390,7 +390,8 @@ void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, 
 
 void CudaBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
                                      const float* saved, int B, int T, int H, int hs,
-                                     const DropoutSpec& dropout) {
+                                     const DropoutSpec& dropout,
+                                     ReadBy /*dqkv_read_by: the GPU writes every output*/) {
   if (B == 0 || T == 0) return;
   if (!uses_flash_attention(hs)) {
     ++attention_launches_.unfused_backward;

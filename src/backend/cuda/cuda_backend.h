@@ -100,7 +100,8 @@ class CudaBackend final : public Backend {
   void attention_forward(float* out, float* saved, const float* qkv, int B, int T, int H,
                          int head_size, int q_start, const DropoutSpec& dropout) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
-                          int B, int T, int H, int head_size, const DropoutSpec& dropout) override;
+                          int B, int T, int H, int head_size, const DropoutSpec& dropout,
+                          ReadBy dqkv_read_by) override;
   // Writes out whoever reads it: the GPU keeps its activations (no recomputation), and its bf16
   // copies are found by the fp32 tensor's address (bf16_copies.cu).
   void activation_forward(float* out, const float* inp, size_t n, Activation kind,
