@@ -40,7 +40,7 @@ void gemm_bf16(bool transpose_a, bool transpose_b, int M, int N, int K, const bf
                const float* bias = nullptr, bool relu = false);
 
 // gemm_bf16 with C written as bf16: each element's fp32 sum (bias added, ReLU applied) rounded to
-// nearest even, as to_bf16 rounds, for outputs kept as bf16 alone (ReadBy::kProducts). oneDNN
+// nearest even, as to_bf16 rounds, for outputs kept as bf16 alone (ProductOperand). oneDNN
 // writes the rows so; elsewhere, and for reductions gemm_bf16 splits, the fp32 sums are rounded
 // in a pass after. Never accumulates.
 void gemm_bf16_rounded(bool transpose_a, bool transpose_b, int M, int N, int K, const bf16* A,
