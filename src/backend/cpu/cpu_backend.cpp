@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -61,12 +62,10 @@ void* CpuBackend::allocate(size_t bytes) {
 // A later allocation may put another tensor where a kept bf16 one was: forget those freed here.
 void CpuBackend::release(void* pointer) {
   if (const auto found = allocation_bytes_.find(pointer); found != allocation_bytes_.end()) {
-    const char* begin = static_cast<const char*>(pointer);
-    const char* end = begin + found->second;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(pointer), end = begin + found->second;
     kept_in_bf16_.erase(std::remove_if(kept_in_bf16_.begin(), kept_in_bf16_.end(),
                                        [&](const RoundedCopy& kept) {
-                                         const char* at =
-                                             reinterpret_cast<const char*>(kept.source);
+                                         const auto at = reinterpret_cast<uintptr_t>(kept.source);
                                          return begin <= at && at < end;
                                        }),
                         kept_in_bf16_.end());

@@ -57,13 +57,15 @@ void CpuBackend::store_as_bf16(const float* tensor, size_t count) {
 }
 
 cpu::bf16* CpuBackend::kept_in_bf16(const float* x, size_t n) const {
-  const cpu::bf16* at = reinterpret_cast<const cpu::bf16*>(x);
+  // Addresses as integers: ordering pointers into different allocations is unspecified in C++.
+  const uintptr_t at = reinterpret_cast<uintptr_t>(x);
   for (const RoundedCopy& kept : kept_in_bf16_) {
-    const cpu::bf16* begin = reinterpret_cast<const cpu::bf16*>(kept.source);
-    if (begin <= at && at < begin + kept.count) {
-      if (at + n > begin + kept.count)
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(kept.source);
+    const uintptr_t end = begin + kept.count * sizeof(cpu::bf16);
+    if (begin <= at && at < end) {
+      if (at + n * sizeof(cpu::bf16) > end)
         throw Error("internal: an op reaches past the end of a tensor kept as bf16");
-      return const_cast<cpu::bf16*>(at);
+      return reinterpret_cast<cpu::bf16*>(at);
     }
   }
   return nullptr;
