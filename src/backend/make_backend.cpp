@@ -5,28 +5,18 @@
 
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cuda_module.h"
 #include "core/error.h"
-
-#if defined(FOLIO_CUDA)
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace folio {
 
-bool cuda_available() {
-#if defined(FOLIO_CUDA)
-  return cuda_device_count() > 0;
-#else
-  return false;
-#endif
+int visible_gpu_count() {
+  const CudaModule* module = cuda_module();
+  return module != nullptr ? module->device_count() : 0;
 }
 
-int visible_gpu_count() {
-#if defined(FOLIO_CUDA)
-  return cuda_device_count();
-#else
-  return 0;
-#endif
+bool cuda_available() {
+  return visible_gpu_count() > 0;
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
@@ -43,15 +33,13 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
     return backend;
   }
   if (device == "cuda" || device == "auto") {
-#if defined(FOLIO_CUDA)
-    if (!cuda_available())
+    std::string why;
+    const CudaModule* module = cuda_module(&why);
+    if (module == nullptr) throw Error("--device cuda: " + why + "; or use --device cpu");
+    if (module->device_count() == 0)
       throw Error("--device cuda: no CUDA GPU is visible (check nvidia-smi and "
                   "CUDA_VISIBLE_DEVICES), or use --device cpu");
-    return make_cuda_backend(threads, options);
-#else
-    throw Error("--device cuda: this folio was built without CUDA; rebuild with the CUDA "
-                "toolkit installed (cmake -DFOLIO_CUDA=ON) or use --device cpu");
-#endif
+    return module->make_backend(threads, options);
   }
   throw Error("unknown device '" + device + "': use auto, cpu or cuda");
 }

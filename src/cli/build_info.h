@@ -1,5 +1,6 @@
 // `folio --version`: the version and what this binary was built with, from the compile
-// definitions CMakeLists.txt sets (FOLIO_CUDA, FOLIO_MPI, FOLIO_NCCL, FOLIO_GLOO, the BLAS).
+// definitions CMakeLists.txt sets (FOLIO_CUDA, FOLIO_MPI, FOLIO_GLOO, the BLAS) and, in a build
+// with CUDA, what its module (backend/cuda_module.h) says of itself when loaded.
 #pragma once
 
 #include <string>

@@ -29,6 +29,7 @@ namespace folio {
 
 class Communicator {
  public:
+  // Notes the rank for the stop-signal handler's messages (waiting_for_peers.h).
   Communicator(int rank, int world_size, int local_rank);
   virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;
@@ -56,6 +57,18 @@ class Communicator {
   // Every rank's `bytes` bytes, in rank order, into `all` (world_size * bytes) on every rank.
   virtual void all_gather_host(const void* mine, void* all, size_t bytes) = 0;
   virtual void barrier() = 0;
+
+ protected:
+  // For a communicator that wraps another (staged, nccl): the same ranks, already noted. Inline,
+  // so that the CUDA module (backend/cuda_module.h), which holds the NCCL one, needs nothing of
+  // the binary.
+  struct Wraps {
+    const Communicator& wrapped;
+  };
+  explicit Communicator(Wraps wraps)
+      : rank_(wraps.wrapped.rank_),
+        world_size_(wraps.wrapped.world_size_),
+        local_rank_(wraps.wrapped.local_rank_) {}
 
  private:
   int rank_, world_size_, local_rank_;

@@ -1,5 +1,6 @@
 #include "distributed/make_communicator.h"
 
+#include "backend/cuda_module.h"
 #include "core/error.h"
 #include "distributed/staged_communicator.h"
 
@@ -8,9 +9,6 @@
 #endif
 #if defined(FOLIO_MPI)
 #include "distributed/mpi_communicator.h"
-#endif
-#if defined(FOLIO_NCCL)
-#include "distributed/nccl_communicator.h"
 #endif
 
 namespace folio {
@@ -64,11 +62,12 @@ std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
   std::unique_ptr<Communicator> communicator = host_communicator(env, timeout_seconds);
   // The CPU backend's device memory is host memory: the launcher's communicator takes it as is.
   if (backend.native_stream() == nullptr) return communicator;
-#if defined(FOLIO_NCCL)
-  // Any launched job on GPUs (even of one rank: the NCCL path is then still the one taken).
-  if (env.launcher != Launcher::kSingle && every_rank_has_its_own_gpu(*communicator))
-    return std::make_unique<NcclCommunicator>(std::move(communicator), backend.native_stream());
-#endif
+  // Any launched job on GPUs (even of one rank: the NCCL path is then still the one taken), where
+  // the CUDA module has NCCL.
+  const CudaModule* cuda = env.launcher != Launcher::kSingle ? cuda_module() : nullptr;
+  if (cuda != nullptr && cuda->make_nccl_communicator != nullptr &&
+      cuda->every_rank_has_its_own_gpu(*communicator))
+    return cuda->make_nccl_communicator(std::move(communicator), backend.native_stream());
   if (communicator->world_size() == 1) return communicator;  // nothing to sum
   return std::make_unique<StagedCommunicator>(std::move(communicator), backend);
 }

@@ -35,9 +35,7 @@ std::string gpu_bus_id() {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void* stream)
-    : Communicator(bootstrap->rank(), bootstrap->world_size(), bootstrap->local_rank()),
-      bootstrap_(std::move(bootstrap)),
-      stream_(stream) {
+    : Communicator(Wraps{*bootstrap}), bootstrap_(std::move(bootstrap)), stream_(stream) {
   ncclUniqueId id{};
   if (is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   bootstrap_->broadcast_host(&id, sizeof(id));

@@ -14,9 +14,7 @@ namespace folio {
 class StagedCommunicator final : public Communicator {
  public:
   StagedCommunicator(std::unique_ptr<Communicator> host, Backend& backend)
-      : Communicator(host->rank(), host->world_size(), host->local_rank()),
-        host_(std::move(host)),
-        backend_(backend) {}
+      : Communicator(Wraps{*host}), host_(std::move(host)), backend_(backend) {}
 
   std::string name() const override { return host_->name() + " (GPU buffers through host memory)"; }
   void all_reduce_sum_device(float* data, size_t n) override;
