@@ -228,6 +228,8 @@ if [ "$mode" = tests ] || [ "$mode" = sanitize ]; then
   grep -q folio_distributed_tests <<<"$help" && targets+=(folio_distributed_tests)
 fi
 step "build" 400 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+# The CUDA module (libfolio_cuda.so, loaded by folio for a GPU run): what it holds, or why it fails.
+{ [ -x "$folio" ] && "$folio" --version; } >>"$logs/environment.log" 2>&1 || true
 if [ ! -x "$folio" ] || { [ "$mode" != full ] && [ ! -x "$gpu_tests" ]; }; then
   finish
 fi
