@@ -97,20 +97,6 @@ def main(folio, data):
           and all(f in version.stdout for f in ("backends: cpu", "cpu sgemm:", "cuda:",
                                                 "communicators:")),
           version.stdout)
-    # -- the CUDA module: --version loads it in a build with CUDA (so every symbol of it resolves
-    #    here, GPU or not); a CPU run never does, and maps none of CUDA's libraries
-    if "backends: cpu, cuda" in version.stdout:
-        check("--version loads the CUDA module and names its CUDA",
-              "cuda: yes (libfolio_cuda.so: CUDA runtime " in version.stdout, version.stdout)
-    traced = run(folio, "bench", "--config", "tiny", "--device", "cpu", "--steps", "1",
-                 "--warmup", "0", env=dict(os.environ, LD_DEBUG="files"))
-    cuda_files = [line.strip() for line in traced.stderr.splitlines() if "file=" in line
-                  and any(name in line for name in ("libcuda", "libcublas", "libnccl",
-                                                    "libfolio_cuda"))]
-    check("a CPU run loads none of CUDA's libraries",
-          traced.returncode == 0 and "file=" in traced.stderr and not cuda_files,
-          f"rc {traced.returncode}, loaded {cuda_files}")
-
     # -- usage errors exit 2, all reported at once, numbers in their shortest form
     many = run(folio, "sample", "--ckpt", ckpt, "--top_k=abc", "--temperature=-1",
                "--bogus_option=1", "stray")
