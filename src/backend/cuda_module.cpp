@@ -29,7 +29,7 @@ std::string binary_directory() {
 // Without an NVIDIA driver there is no GPU: say so without loading CUDA's libraries at all.
 bool driver_installed(std::string* why) {
   if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr) return true;
-  *why = "no NVIDIA driver is installed (" + loader_error() + ")";
+  *why = "no CUDA GPU is visible: no NVIDIA driver is installed (" + loader_error() + ")";
   return false;
 }
 

@@ -74,7 +74,8 @@ def main(folio, driver_dir):
         cuda, loaded, _ = traced(folio, *quick_bench, "--device", "cuda")
         lines = error_lines(cuda)
         check("without a driver, --device cuda says so in one line and loads nothing of CUDA's",
-              cuda.returncode != 0 and len(lines) == 1 and "no NVIDIA driver" in lines[0]
+              cuda.returncode != 0 and len(lines) == 1 and "no CUDA GPU is visible" in lines[0]
+              and "no NVIDIA driver" in lines[0]
               and "libcuda.so.1" in lines[0] and "--device cpu" in lines[0] and not loaded,
               f"rc {cuda.returncode}, loaded {loaded}, stderr {cuda.stderr!r}")
 
