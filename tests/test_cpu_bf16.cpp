@@ -140,6 +140,14 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
   check_bf16_linear_layer(37, 150, 29);
 }
 
+TEST(CpuBf16, TheFewRowsOfGenerationTakeTheVectorProducts) {
+  // Up to tiles::kMostVectorRows rows (generation's one new row a step) the forward product runs
+  // on rows_times_transposed where the CPU has AVX512-BF16: the bias, the fused GELU, ReLU in
+  // place and the backward products around it, with K and N that leave partial steps and blocks.
+  for (int N : {1, 2, 3, 4, 5}) check_bf16_linear_layer(N, 150, 29);
+  check_bf16_linear_layer(1, 770, 70);
+}
+
 TEST(CpuBf16, LongReductionsAreSplitWithoutChangingTheProduct) {
   // gemm_bf16 splits a reduction over 16,384 long into parts that accumulate (the lm_head's input
   // gradient over GPT-2's vocabulary): the forward product's K = IC, then the input gradient's K
@@ -531,6 +539,49 @@ TEST(CpuBf16, EachAttentionEngineMultipliesPackedPanelsExactly) {
       }
     }
   }
+}
+
+// Generation's matrix-vector products (tiles::rows_times_transposed): each of M <= 4 rows of A
+// against the rows [n_begin, n_end) of a weight matrix stored N x K, equal to the double product of
+// the same bf16 operands to fp32 accuracy, for K that ends mid-step (1, 31, 33, 770), ranges that
+// end mid-block of 8 and of 4, leading dimensions wider than K, and nothing written outside
+// the range. A wrong mask, row or lane sum gives errors of order 1.
+TEST(CpuBf16, RowsTimesTransposedWeightsEqualTheProductOfTheRoundedOperands) {
+  if (!cpu::tiles::engine_runs(cpu::tiles::Engine::avx512_bf16))
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int N = 29, n_begin = 2, n_end = 27;
+  for (int K : {1, 31, 33, 770})
+    for (int M = 1; M <= cpu::tiles::kMostVectorRows; ++M) {
+      SCOPED_TRACE("K " + std::to_string(K) + ", M " + std::to_string(M));
+      const int lda = K + 3, ldw = K + 5, ldc = N + 2;
+      const Floats a = random_vector<float>(size_t(M) * lda, 61 + K);
+      const Floats w = random_vector<float>(size_t(N) * ldw, 62 + K);
+      std::vector<cpu::tiles::bf16> a16(a.size()), w16(w.size());
+      for (size_t i = 0; i < a.size(); ++i) a16[i] = cpu::to_bf16(a[i]);
+      for (size_t i = 0; i < w.size(); ++i) w16[i] = cpu::to_bf16(w[i]);
+      const Doubles a_rounded = rounded(a), w_rounded = rounded(w);
+      Floats c(size_t(M) * ldc, -7.0f);
+      cpu::tiles::rows_times_transposed(M, n_begin, n_end, K, a16.data(), lda, w16.data(), ldw,
+                                        c.data(), ldc);
+      Floats got, untouched;
+      Doubles want;
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < ldc; ++n) {
+          const float value = c[size_t(m) * ldc + n];
+          if (n < n_begin || n >= n_end) {
+            untouched.push_back(value);
+            continue;
+          }
+          double sum = 0.0;
+          for (int k = 0; k < K; ++k)
+            sum += a_rounded[size_t(m) * lda + k] * w_rounded[size_t(n) * ldw + k];
+          got.push_back(value);
+          want.push_back(sum);
+        }
+      EXPECT_LT(relative_error(got, want), 1e-5);
+      EXPECT_TRUE(
+          std::all_of(untouched.begin(), untouched.end(), [](float x) { return x == -7.0f; }));
+    }
 }
 
 // Attention with --dtype bf16 (backend/cpu/attention_tiles.cpp): on a CPU with AMX or

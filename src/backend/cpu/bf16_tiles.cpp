@@ -325,7 +325,64 @@ void gemm_vector(int M, int N, int K, const bf16* A, size_t lda, const bf16* B,
   }
 }
 
+// J rows of W (n.. n + J - 1) against the M rows of A: M x J sums of 16 lanes each, at most
+// 4 x 4 = 16 accumulators, with the loads of a step (M of A, J of W) beside them in the 32
+// registers. K's last partial step loads zeros past the end (masked), which add nothing.
+template <int M, int J>
+void weight_rows(int n, int K, const bf16* A, size_t lda, const bf16* W, size_t ldw, float* C,
+                 size_t ldc) {
+  __m512 sums[M][J];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) sums[m][j] = _mm512_setzero_ps();
+  for (int k = 0; k < K; k += 32) {
+    const __mmask32 in_row = K - k >= 32 ? ~__mmask32{0} : (__mmask32{1} << (K - k)) - 1;
+    __m512bh a[M], w[J];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+      a[m] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(in_row, A + m * lda + k));
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j)
+      w[j] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(in_row, W + (n + j) * ldw + k));
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 8
+      for (int j = 0; j < J; ++j) sums[m][j] = _mm512_dpbf16_ps(sums[m][j], a[m], w[j]);
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) C[m * ldc + n + j] = _mm512_reduce_add_ps(sums[m][j]);
+}
+
+template <int M>
+void rows_of_a(int n_begin, int n_end, int K, const bf16* A, size_t lda, const bf16* W, size_t ldw,
+               float* C, size_t ldc) {
+  int n = n_begin;
+  if constexpr (M == 1)
+    for (; n + 8 <= n_end; n += 8) weight_rows<M, 8>(n, K, A, lda, W, ldw, C, ldc);
+  for (; n + 4 <= n_end; n += 4) weight_rows<M, 4>(n, K, A, lda, W, ldw, C, ldc);
+  for (; n < n_end; ++n) weight_rows<M, 1>(n, K, A, lda, W, ldw, C, ldc);
+}
+
 }  // namespace
+
+void rows_times_transposed(int M, int n_begin, int n_end, int K, const bf16* A, size_t lda,
+                           const bf16* W, size_t ldw, float* C, size_t ldc) {
+  switch (M) {
+    case 1:
+      return rows_of_a<1>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
+    case 2:
+      return rows_of_a<2>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
+    case 3:
+      return rows_of_a<3>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
+    case 4:
+      return rows_of_a<4>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
+    default:
+      __builtin_trap();  // the caller keeps M <= kMostVectorRows
+  }
+}
 
 void begin_products(Engine engine) {
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
@@ -383,6 +440,10 @@ void store_rows(float*, size_t, bf16*, const float*, size_t, int, int) { std::ab
 void begin_products(Engine) { std::abort(); }
 void end_products(Engine) { std::abort(); }
 void gemm(Engine, int, int, int, const bf16*, size_t, const bf16*, size_t, float*, size_t, bool) {
+  std::abort();
+}
+void rows_times_transposed(int, int, int, int, const bf16*, size_t, const bf16*, size_t, float*,
+                           size_t) {
   std::abort();
 }
 }  // namespace folio::cpu::tiles

@@ -1,4 +1,5 @@
-// bf16 matrix products for the CPU backend's attention with --dtype bf16 (attention.cpp).
+// bf16 matrix products for the CPU backend's attention with --dtype bf16 (attention.cpp), and the
+// matrix-vector products of generation (rows_times_transposed, at the end).
 // Attention's products are small (a strip of 32 query rows against one head's keys: 32 x 256 x 64
 // in shakespeare_char), several per strip and thousands per step; oneDNN 2.6's matmul primitive
 // costs microseconds a call in its own bookkeeping and wants each operand dense, which made
@@ -87,5 +88,17 @@ void end_products(Engine engine);
 // are multiples of 32, K of 32. Products are summed in fp32.
 void gemm(Engine engine, int M, int N, int K, const bf16* A, size_t lda, const bf16* B,
           size_t panel_stride, float* C, size_t ldc, bool accumulate);
+
+// Products of a few rows against a weight matrix as it is stored, for generation's one new row a
+// step (gemm.h's gemm_bf16 takes this path for M <= kMostVectorRows): C[m][n] = sum over k of
+// A[m][k] W[n][k], for m < M and n_begin <= n < n_end; A is M x K and W is N x K, both bf16,
+// row-major (leading dimensions lda, ldw); C is fp32 (ldc). Each row of W is read once, straight
+// from memory, for all M rows of A: a matrix-vector product is a pass over the weights, which
+// oneDNN's kernels first copy into their own layout. vdpbf16ps on 32 elements of a row at a time,
+// the products summed in fp32 lane by lane, the 16 lanes added at the end. Only where
+// engine_runs(Engine::avx512_bf16); the caller splits [0, N) among its threads.
+constexpr int kMostVectorRows = 4;
+void rows_times_transposed(int M, int n_begin, int n_end, int K, const bf16* A, size_t lda,
+                           const bf16* W, size_t ldw, float* C, size_t ldc);
 
 }  // namespace folio::cpu::tiles
