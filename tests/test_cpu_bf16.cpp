@@ -140,10 +140,11 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
   check_bf16_linear_layer(37, 150, 29);
 }
 
-TEST(CpuBf16, TheFewRowsOfGenerationTakeTheVectorProducts) {
+TEST(CpuBf16, TheFewRowsOfGenerationGiveTheProductOfTheRoundedOperands) {
   // Up to tiles::kMostVectorRows rows (generation's one new row a step) the forward product runs
-  // on rows_times_transposed where the CPU has AVX512-BF16: the bias, the fused GELU, ReLU in
-  // place and the backward products around it, with K and N that leave partial steps and blocks.
+  // on rows_times_transposed where the CPU's bf16 is native (elsewhere on the widened sgemm): the
+  // bias, the fused GELU, ReLU in place and the backward products around it, with K and N that
+  // leave partial steps and blocks, and 5 rows, the first beyond the vector path.
   for (int N : {1, 2, 3, 4, 5}) check_bf16_linear_layer(N, 150, 29);
   check_bf16_linear_layer(1, 770, 70);
 }
