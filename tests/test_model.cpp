@@ -286,6 +286,13 @@ TEST(Model, KeepingProductOperandsAsBf16ChangesNoBitOfTheStep) {
     options.max_new_tokens = T + 4;  // past block_size: the cropped recompute too
     EXPECT_EQ(generate(as_bf16, {1, 2, 3}, options, 0, nullptr),
               generate(as_fp32, {1, 2, 3}, options, 0, nullptr));
+    // An inference plan (eval, sample) keeps qkv alone as bf16, the key/value cache: smaller by
+    // half of each layer's qkv where attention is bf16, and the same tokens generated.
+    for (GPT* model : {&as_bf16, &as_fp32}) model->plan(1, T, false);
+    EXPECT_NEAR(double(as_fp32.activation_bytes()) - double(as_bf16.activation_bytes()),
+                attention_kept ? c->n_layer * double(T) * 3 * A * 2 : 0.0, c->n_layer * 256.0);
+    EXPECT_EQ(generate(as_bf16, {3, 2, 1}, options, 1, nullptr),
+              generate(as_fp32, {3, 2, 1}, options, 1, nullptr));
   }
 }
 

@@ -32,10 +32,7 @@ void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda,
     if (out.size() < n) out.resize(n);
     float* o = out.data();
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t bits = uint32_t{x[i]} << 16;
-      std::memcpy(&o[i], &bits, sizeof(float));
-    }
+    for (size_t i = 0; i < n; ++i) o[i] = from_bf16(x[i]);
   };
   // A row-major rows x cols matrix with leading dimension ld spans (rows - 1) ld + cols numbers.
   auto span = [](int rows, int cols, int ld) { return (rows - 1) * static_cast<size_t>(ld) + cols; };

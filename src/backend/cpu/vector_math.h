@@ -76,6 +76,14 @@ inline uint16_t to_bf16(float x) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// The fp32 a bf16 stands for (exact: bf16 is fp32's upper half).
+inline float from_bf16(uint16_t x) {
+  const uint32_t bits = uint32_t{x} << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
 // Reductions over a row the compiler leaves scalar when written as `m = max(m, x[j])` or
 // `d += a[j] * b[j]`: a chain of dependent instructions, one element per 4 cycles (the
 // compiler may not reorder float sums on its own, and GCC 12 left attention's backward
