@@ -75,7 +75,8 @@ struct ActivationPlan {
   // Training's tensors that products alone read, kept as bf16 where the backend says so
   // (Backend::keeps_as_bf16, ProductOperand): each layer's fc of a ReLU model, qkv, att. They are
   // carved at 2 bytes an element and offset in bf16 elements (bf16_rows). With bf16 products on
-  // a CPU with bf16 attention, shakespeare_char's step keeps 6 x (48 + 36 + 12) MiB less.
+  // a CPU with bf16 attention, shakespeare_char's step keeps 6 x (48 + 36 + 12) MiB less. An
+  // inference plan keeps qkv alone so (the key/value cache of generation).
   bool fc_in_bf16 = false, qkv_in_bf16 = false, att_in_bf16 = false;
   // Who reads a block's ln1 and ln2 outputs. Where the plan recomputes them, a pre_norm block's
   // are read by one product after each writing (qkv's, fc's; LayerNorm's backward reads its input
