@@ -97,6 +97,7 @@ def main(folio, data):
           and all(f in version.stdout for f in ("backends: cpu", "cpu sgemm:", "cuda:",
                                                 "communicators:")),
           version.stdout)
+
     # -- usage errors exit 2, all reported at once, numbers in their shortest form
     many = run(folio, "sample", "--ckpt", ckpt, "--top_k=abc", "--temperature=-1",
                "--bogus_option=1", "stray")
