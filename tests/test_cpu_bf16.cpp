@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "backend/backend.h"
 #include "backend/cpu/bf16_tiles.h"
@@ -542,6 +543,27 @@ TEST(CpuBf16, EachAttentionEngineMultipliesPackedPanelsExactly) {
   }
 }
 
+// A few-row product's C (M rows of ldc, filled with -7 before the product) against the double
+// product of the rounded operands, want(m, n), in columns [n_begin, n_end): equal to fp32
+// accuracy there, and -7 elsewhere (nothing written outside the range).
+void expect_product_of_rounded(const Floats& c, int M, int ldc, int n_begin, int n_end,
+                               const std::function<double(int, int)>& want_at) {
+  Floats got, untouched;
+  Doubles want;
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < ldc; ++n) {
+      const float value = c[size_t(m) * ldc + n];
+      if (n < n_begin || n >= n_end) {
+        untouched.push_back(value);
+        continue;
+      }
+      got.push_back(value);
+      want.push_back(want_at(m, n));
+    }
+  EXPECT_LT(relative_error(got, want), 1e-5);
+  EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](float x) { return x == -7.0f; }));
+}
+
 // Generation's matrix-vector products (tiles::rows_times_transposed): each of M <= 4 rows of A
 // against the rows [n_begin, n_end) of a weight matrix stored N x K, equal to the double product of
 // the same bf16 operands to fp32 accuracy, for K that ends mid-step (1, 31, 33, 770), ranges that
@@ -564,25 +586,44 @@ TEST(CpuBf16, RowsTimesTransposedWeightsEqualTheProductOfTheRoundedOperands) {
       Floats c(size_t(M) * ldc, -7.0f);
       cpu::tiles::rows_times_transposed(M, n_begin, n_end, K, a16.data(), lda, w16.data(), ldw,
                                         c.data(), ldc);
-      Floats got, untouched;
-      Doubles want;
-      for (int m = 0; m < M; ++m)
-        for (int n = 0; n < ldc; ++n) {
-          const float value = c[size_t(m) * ldc + n];
-          if (n < n_begin || n >= n_end) {
-            untouched.push_back(value);
-            continue;
-          }
+      expect_product_of_rounded(c, M, ldc, n_begin, n_end, [&](int m, int n) {
+        double sum = 0.0;
+        for (int k = 0; k < K; ++k)
+          sum += a_rounded[size_t(m) * lda + k] * w_rounded[size_t(n) * ldw + k];
+        return sum;
+      });
+    }
+}
+
+// The other product of generation's attention (tiles::rows_times): M <= 4 rows of weights times
+// values stored K x N as they are, equal to the double product of the same bf16 operands to fp32
+// accuracy, for K odd and even (the last row paired with zeros), N in whole and partial blocks of
+// 32 and 64 columns, leading dimensions wider than the rows, and nothing written past column N.
+// A wrong pairing or column order after the interleave gives errors of order 1.
+TEST(CpuBf16, RowsTimesStoredValuesEqualTheProductOfTheRoundedOperands) {
+  if (!cpu::tiles::engine_runs(cpu::tiles::Engine::avx512_bf16))
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  for (int K : {1, 2, 31, 64, 1001})
+    for (int N : {5, 32, 48, 64, 96, 128})
+      for (int M = 1; M <= cpu::tiles::kMostVectorRows; ++M) {
+        SCOPED_TRACE("K " + std::to_string(K) + ", N " + std::to_string(N) + ", M " +
+                     std::to_string(M));
+        const int lda = K + 3, ldb = N + 7, ldc = N + 16;
+        const Floats a = random_vector<float>(size_t(M) * lda, 63 + K);
+        const Floats b = random_vector<float>(size_t(K) * ldb, 64 + N);
+        std::vector<cpu::tiles::bf16> a16(a.size()), b16(b.size());
+        for (size_t i = 0; i < a.size(); ++i) a16[i] = cpu::to_bf16(a[i]);
+        for (size_t i = 0; i < b.size(); ++i) b16[i] = cpu::to_bf16(b[i]);
+        const Doubles a_rounded = rounded(a), b_rounded = rounded(b);
+        Floats c(size_t(M) * ldc, -7.0f);
+        cpu::tiles::rows_times(M, N, K, a16.data(), lda, b16.data(), ldb, c.data(), ldc);
+        expect_product_of_rounded(c, M, ldc, 0, N, [&](int m, int n) {
           double sum = 0.0;
           for (int k = 0; k < K; ++k)
-            sum += a_rounded[size_t(m) * lda + k] * w_rounded[size_t(n) * ldw + k];
-          got.push_back(value);
-          want.push_back(sum);
-        }
-      EXPECT_LT(relative_error(got, want), 1e-5);
-      EXPECT_TRUE(
-          std::all_of(untouched.begin(), untouched.end(), [](float x) { return x == -7.0f; }));
-    }
+            sum += a_rounded[size_t(m) * lda + k] * b_rounded[size_t(k) * ldb + n];
+          return sum;
+        });
+      }
 }
 
 // Attention with --dtype bf16 (backend/cpu/attention_tiles.cpp): on a CPU with AMX or
@@ -722,6 +763,104 @@ TEST(CpuBf16, AttentionWithBf16ProductsRecomputesOnlyTheRowsAfterQStart) {
     const double error = relative_error(Floats(got.begin() + kept, got.end()),
                                         Doubles(want.begin() + kept, want.end()));
     EXPECT_LT(error, tiles ? 1e-2 : 1e-5);
+  }
+}
+
+// Generation's few new rows (at most tiles::kMostVectorRows after the key/value cache) read the
+// cached keys and values where they lie instead of the strips' panels (attention_tiles.cpp,
+// FewRows). Their numbers are the strips': the same rounded operands, fp32 softmax and dropout,
+// weights rounded before they multiply v; only the order of fp32 sums differs. So the rows equal
+// the strips' rows of a whole forward pass to 1e-5 (outputs and log-sum-exps; a wrong key,
+// column, or dropout counter gives errors of order 1), agree with the unrounded reference to
+// bf16's resolution, leave the rows before q_start alone, and are the same bits whether qkv holds
+// fp32 or is kept as bf16 (an inference plan's cache).
+TEST(CpuBf16, GenerationsFewRowsReadTheCacheInPlaceAndEqualTheStrips) {
+  if (!cpu::tiles::engine_runs(cpu::tiles::Engine::avx512_bf16))
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (cpu::chosen_variant() != cpu::Variant::avx512)
+    GTEST_SKIP() << "a forced lesser kernel variant keeps attention's products fp32";
+  struct Case {
+    int T, hs;
+    float p;
+  };
+  const int B = 2, H = 3;
+  for (cpu::tiles::Engine engine : engines_here()) {
+    ForcedEngine forced(engine);
+    std::unique_ptr<Backend> backend = make_backend("cpu", 0, BackendOptions{"bf16"});
+    ASSERT_TRUE(describes_bf16_attention(*backend)) << backend->description();
+    for (const Case& c : {Case{1, 32, 0.0f}, Case{3, 64, 0.1f}, Case{37, 32, 0.0f},
+                          Case{150, 64, 0.2f}, Case{1001, 64, 0.0f}})
+      for (int rows = 1; rows <= std::min(c.T, cpu::tiles::kMostVectorRows); ++rows) {
+        SCOPED_TRACE(::testing::Message() << cpu::tiles::engine_name(engine) << ", T " << c.T
+                                          << " hs " << c.hs << " p " << c.p << ", rows " << rows);
+        const int A = H * c.hs, q_start = c.T - rows;
+        const size_t n_qkv = size_t(B) * c.T * 3 * A, n_out = size_t(B) * c.T * A;
+        const size_t n_lse = backend->attention_saved_floats(B, c.T, H, c.hs);
+        const DropoutSpec dropout =
+            c.p > 0 ? dropout_spec(c.p, 1337, 12, 3, DropoutSite::kAttentionWeights, 5)
+                    : no_dropout();
+        const Floats qkv = random_vector<float>(n_qkv, 44 + c.T, 1.5);
+        std::vector<cpu::tiles::bf16> qkv16(n_qkv);
+        for (size_t i = 0; i < n_qkv; ++i) qkv16[i] = cpu::to_bf16(qkv[i]);
+        // Runs the forward pass from q_start on qkv as fp32, or kept as bf16; out and lse start
+        // as `start`.
+        const auto run = [&](int from, bool kept, const Floats& start, Floats& lse) {
+          DeviceBuffer d_qkv(*backend, n_qkv * 4), d_out(*backend, n_out * 4);
+          DeviceBuffer d_lse(*backend, n_lse * 4);
+          if (kept) {
+            backend->store_as_bf16(d_qkv.as<float>(), n_qkv);
+            backend->copy_to_device(d_qkv.get(), qkv16.data(), n_qkv * 2);
+          } else {
+            backend->copy_to_device(d_qkv.get(), qkv.data(), n_qkv * 4);
+          }
+          backend->copy_to_device(d_out.get(), start.data(), n_out * 4);
+          backend->copy_to_device(d_lse.get(), lse.data(), n_lse * 4);
+          backend->attention_forward(d_out.as<float>(), d_lse.as<float>(), d_qkv.as<float>(), B,
+                                     c.T, H, c.hs, from, dropout);
+          Floats out(n_out);
+          backend->copy_to_host(out.data(), d_out.get(), n_out * 4);
+          backend->copy_to_host(lse.data(), d_lse.get(), n_lse * 4);
+          return out;
+        };
+        Floats start(n_out), lse_start(n_lse);
+        for (size_t i = 0; i < n_out; ++i) start[i] = 1000.0f + static_cast<float>(i % 977);
+        for (size_t i = 0; i < n_lse; ++i) lse_start[i] = -1000.0f - static_cast<float>(i);
+        Floats lse_few = lse_start, lse_kept = lse_start, lse_whole = lse_start;
+        const Floats few = run(q_start, false, start, lse_few);
+        const Floats kept = run(q_start, true, start, lse_kept);
+        const Floats whole = run(0, false, start, lse_whole);
+        EXPECT_EQ(few, kept) << "the cache kept as bf16 gave other numbers";
+        EXPECT_EQ(lse_few, lse_kept);
+
+        // Split each tensor into the rows before q_start and the new ones.
+        Floats old_rows, new_rows, strip_rows, old_lse, new_lse, strip_lse, start_old, start_lse;
+        Doubles want_rows;
+        Doubles want(n_out), probs(size_t(B) * H * c.T * c.T);
+        const Doubles qkv_wide(qkv.begin(), qkv.end());
+        reference::attention_forward(want.data(), probs.data(), qkv_wide.data(), B, c.T, H, c.hs, 0,
+                                     dropout);
+        for (size_t i = 0; i < n_out; ++i) {
+          const bool is_new = static_cast<int>(i / A % c.T) >= q_start;
+          (is_new ? new_rows : old_rows).push_back(few[i]);
+          if (is_new) strip_rows.push_back(whole[i]), want_rows.push_back(want[i]);
+          if (!is_new) start_old.push_back(start[i]);
+        }
+        for (size_t i = 0; i < n_lse; ++i) {  // (pair, row) as in the saved floats
+          const bool is_new = static_cast<int>(i % c.T) >= q_start;
+          (is_new ? new_lse : old_lse).push_back(lse_few[i]);
+          if (is_new) strip_lse.push_back(lse_whole[i]);
+          if (!is_new) start_lse.push_back(lse_start[i]);
+        }
+        EXPECT_EQ(old_rows, start_old) << "rows before q_start were written";
+        EXPECT_EQ(old_lse, start_lse) << "log-sum-exps before q_start were written";
+        EXPECT_LT(relative_error(new_rows, strip_rows), 1e-5);
+        EXPECT_LT(relative_error(new_lse, strip_lse), 1e-6);
+        const double error = relative_error(new_rows, want_rows);
+        EXPECT_LT(error, 1e-2);
+        if (c.T > 1) {
+          EXPECT_GT(error, 1e-5) << "the products were not rounded to bf16";
+        }
+      }
   }
 }
 

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "backend/cpu/bf16_tiles.h"
 #include "backend/cpu/attention_rows.h"
@@ -81,6 +82,73 @@ void round_row(cpu::bf16* to, const float* from, int n) {
   for (int j = 0; j < n; ++j) to[j] = cpu::to_bf16(from[j]);
 }
 
+// Generation's few new query rows of one (sample, head) pair, rows q_start..T-1 with at most
+// tiles::kMostVectorRows of them (one a token), against the key/value cache before them. The
+// strips below would pad each product to 32 query rows and first pack every cached key and value
+// of the pair into panels: work that grows with the context, for one row. Here the keys and values
+// are read where they lie (tiles::rows_times_transposed for the scores, tiles::rows_times for
+// P v), as bf16 when qkv is kept so (the cache of an inference plan), else rounded first. The
+// numbers are the strips': bf16 products of the same rounded operands summed in fp32, the same
+// fp32 softmax and dropout, P rounded to bf16 before it multiplies v; only the order of the sums
+// differs.
+struct FewRows {
+  int T, q_start, hs, ld_qkv, A;
+  float scale;
+  int width() const { return (T + 15) / 16 * 16; }  // a row of scores or weights
+  int rows() const { return T - q_start; }
+  // Floats of a thread's scratch (Carver).
+  size_t scratch_floats() const {
+    const size_t hs_ = static_cast<size_t>(hs), T_ = static_cast<size_t>(T),
+                 rows_ = cpu::tiles::kMostVectorRows, width_ = static_cast<size_t>(width());
+    return Carver::floats_for({rows_ * hs_ * 2, T_ * hs_ * 2, T_ * hs_ * 2, rows_ * width_ * 4,
+                               rows_ * width_ * 2, rows_ * hs_ * 4, width_ * 4});
+  }
+  // q points at the pair's q in row 0 (k A and v 2A columns after it); out32 and out16 at its
+  // output in row q_start (either may be null).
+  template <typename Source>  // float, or bf16 where qkv is kept so
+  void attend(const Source* q, float* row_lse, float* out32, cpu::bf16* out16,
+              const DropoutSpec& dropout, const cpu::MaskBits& masks, int b, int h,
+              float* scratch) const {
+    Carver carve(scratch);
+    const size_t hs_ = static_cast<size_t>(hs), width_ = static_cast<size_t>(width());
+    cpu::bf16* q16 = carve.take<cpu::bf16>(cpu::tiles::kMostVectorRows * hs_);
+    cpu::bf16* keys16 = carve.take<cpu::bf16>(T * hs_);
+    cpu::bf16* values16 = carve.take<cpu::bf16>(T * hs_);
+    float* scores = carve.take<float>(cpu::tiles::kMostVectorRows * width_);  // then weights
+    cpu::bf16* weights16 = carve.take<cpu::bf16>(cpu::tiles::kMostVectorRows * width_);
+    float* o = carve.take<float>(cpu::tiles::kMostVectorRows * hs_);
+    float* multipliers = carve.take<float>(width_);
+
+    const cpu::bf16 *keys, *values;
+    size_t ld_cache;
+    if constexpr (std::is_same_v<Source, cpu::bf16>) {
+      keys = q + A, values = q + 2 * A, ld_cache = ld_qkv;
+    } else {
+      cpu::tiles::round_rows(keys16, hs_, q + A, ld_qkv, T, hs, T);
+      cpu::tiles::round_rows(values16, hs_, q + 2 * A, ld_qkv, T, hs, T);
+      keys = keys16, values = values16, ld_cache = hs_;
+    }
+    cpu::tiles::round_rows(q16, hs_, q + static_cast<size_t>(q_start) * ld_qkv, ld_qkv, rows(), hs,
+                           rows());
+    // Every row's scores against all T keys: a row sees keys up to its own, and the softmax
+    // zeroes the rest (at most kMostVectorRows - 1 of them).
+    cpu::tiles::rows_times_transposed(rows(), 0, T, hs, q16, hs_, keys, ld_cache, scores, width_);
+    for (int r = 0; r < rows(); ++r) {
+      const int i = q_start + r;
+      float* p = scores + r * width_;
+      row_lse[i] = causal_softmax_row(p, i, T, scale);
+      if (dropout.active()) {
+        draw_row_multipliers(multipliers, dropout, b, h, T, i, masks);
+#pragma omp simd
+        for (int j = 0; j <= i; ++j) p[j] *= multipliers[j];
+      }
+      round_row(weights16 + r * width_, p, T);
+    }
+    cpu::tiles::rows_times(rows(), hs, T, weights16, width_, values, ld_cache, o, hs_);
+    cpu::tiles::store_rows(out32, A, out16, o, hs_, rows(), hs);
+  }
+};
+
 }  // namespace
 
 void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qkv, int B, int T,
@@ -88,15 +156,6 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
                                          const cpu::MaskBits& masks) {
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const auto gemm = [engine = tiles_engine_](auto... arguments) {
-    cpu::tiles::gemm(engine, arguments...);
-  };
-  const int Tp = round_up_32(T), Tq = Tp + 32;  // keys padded; query rows with a strip's padding
-  const size_t hs_ = static_cast<size_t>(hs), Tp_ = static_cast<size_t>(Tp);
-  const size_t scratch =
-      Carver::floats_for({Tq * hs_ * 2, Tp_ * hs_ * 2, Tp_ * hs_ * 2, kStripRows * Tp_ * 4,
-                          kStripRows * Tp_ * 2, kStripRows * hs_ * 4, Tp_ * 4});
-  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch);
   // qkv and out may be tensors kept as bf16 (ProductOperand): q, k, v are then copied rather than
   // rounded, and out gets its bf16 rows alone. Otherwise the projection after attention reads all
   // of out: its bf16 copy is made here when all of it is written.
@@ -107,6 +166,37 @@ void CpuBackend::attention_forward_tiles(float* out, float* lse, const float* qk
                      : q_start == 0 ? bf16_output(kOperandA, out, out_count)
                                     : nullptr;
   float* out32 = kept_out ? nullptr : out;
+
+  const FewRows few_rows{T, q_start, hs, ld_qkv, A, scale};
+  if (few_rows.rows() <= cpu::tiles::kMostVectorRows &&
+      cpu::tiles::engine_runs(cpu::tiles::Engine::avx512_bf16)) {
+    for (int t = 0; t < threads_; ++t) attention_scratch(t, few_rows.scratch_floats());
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int pair = 0; pair < B * H; ++pair) {
+      const HeadSlices head(pair, T, H, hs);
+      const size_t first = head.out + static_cast<size_t>(q_start) * A;
+      float* scratch = attention_scratch(omp_get_thread_num(), few_rows.scratch_floats());
+      const auto attend = [&](const auto* q) {
+        few_rows.attend(q, lse + head.lse, out32 ? out32 + first : nullptr,
+                        out16 ? out16 + first : nullptr, dropout, masks, head.b, head.h, scratch);
+      };
+      if (kept_qkv)
+        attend(kept_qkv + head.q);
+      else
+        attend(qkv + head.q);
+    }
+    return;
+  }
+
+  const auto gemm = [engine = tiles_engine_](auto... arguments) {
+    cpu::tiles::gemm(engine, arguments...);
+  };
+  const int Tp = round_up_32(T), Tq = Tp + 32;  // keys padded; query rows with a strip's padding
+  const size_t hs_ = static_cast<size_t>(hs), Tp_ = static_cast<size_t>(Tp);
+  const size_t scratch =
+      Carver::floats_for({Tq * hs_ * 2, Tp_ * hs_ * 2, Tp_ * hs_ * 2, kStripRows * Tp_ * 4,
+                          kStripRows * Tp_ * 2, kStripRows * hs_ * 4, Tp_ * 4});
+  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch);
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (int pair = 0; pair < B * H; ++pair) {

@@ -384,6 +384,96 @@ void rows_times_transposed(int M, int n_begin, int n_end, int K, const bf16* A, 
   }
 }
 
+namespace {
+
+// Blocks x 32 columns of C from n (the last block `columns` wide, the others 32) for M rows of A:
+// per pair of B's rows k, k + 1, unpacklo/unpackhi interleave them into vdpbf16ps's pairs
+// (B[k][c], B[k + 1][c]) and one broadcast of (A[m][k], A[m][k + 1]) multiplies 16 columns' pairs.
+// The interleave works within 128-bit lanes, so accumulator `low` holds columns 0-3, 8-11, 16-19,
+// 24-27 of the block and `high` the other four of each eight; two permutations put them back in
+// order at the end. An odd K's last row is paired with zeros.
+template <int M, int Blocks>
+void value_columns(int n, int columns, int K, const bf16* A, size_t lda, const bf16* B, size_t ldb,
+                   float* C, size_t ldc) {
+  __mmask32 in_block[Blocks];
+#pragma GCC unroll 2
+  for (int block = 0; block < Blocks; ++block) {
+    const int width = block + 1 < Blocks ? 32 : columns;
+    in_block[block] = width >= 32 ? ~__mmask32{0} : (__mmask32{1} << width) - 1;
+  }
+  __m512 low[M][Blocks], high[M][Blocks];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+    for (int block = 0; block < Blocks; ++block)
+      low[m][block] = high[m][block] = _mm512_setzero_ps();
+  for (int k = 0; k < K; k += 2) {
+    const bool pair = k + 1 < K;
+    __m512bh lower[Blocks], upper[Blocks];
+#pragma GCC unroll 2
+    for (int block = 0; block < Blocks; ++block) {
+      const bf16* b = B + k * ldb + n + 32 * block;
+      const __m512i first = _mm512_maskz_loadu_epi16(in_block[block], b);
+      const __m512i second =
+          pair ? _mm512_maskz_loadu_epi16(in_block[block], b + ldb) : _mm512_setzero_si512();
+      lower[block] = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(first, second));
+      upper[block] = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(first, second));
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const bf16* a = A + m * lda + k;
+      const int32_t both = pair ? a[0] | int32_t{a[1]} << 16 : a[0];
+      const __m512bh broadcast = reinterpret_cast<__m512bh>(_mm512_set1_epi32(both));
+#pragma GCC unroll 2
+      for (int block = 0; block < Blocks; ++block) {
+        low[m][block] = _mm512_dpbf16_ps(low[m][block], broadcast, lower[block]);
+        high[m][block] = _mm512_dpbf16_ps(high[m][block], broadcast, upper[block]);
+      }
+    }
+  }
+  const __m512i first_16 =
+      _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i last_16 =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+    for (int block = 0; block < Blocks; ++block) {
+      float* c = C + m * ldc + n + 32 * block;
+      const __mmask32 mask = in_block[block];
+      _mm512_mask_storeu_ps(c, static_cast<__mmask16>(mask),
+                            _mm512_permutex2var_ps(low[m][block], first_16, high[m][block]));
+      _mm512_mask_storeu_ps(c + 16, static_cast<__mmask16>(mask >> 16),
+                            _mm512_permutex2var_ps(low[m][block], last_16, high[m][block]));
+    }
+}
+
+template <int M>
+void rows_of_a_by_values(int N, int K, const bf16* A, size_t lda, const bf16* B, size_t ldb,
+                         float* C, size_t ldc) {
+  int n = 0;
+  for (; n + 64 <= N; n += 64) value_columns<M, 2>(n, 32, K, A, lda, B, ldb, C, ldc);
+  for (; n < N; n += 32) value_columns<M, 1>(n, N - n < 32 ? N - n : 32, K, A, lda, B, ldb, C, ldc);
+}
+
+}  // namespace
+
+void rows_times(int M, int N, int K, const bf16* A, size_t lda, const bf16* B, size_t ldb, float* C,
+                size_t ldc) {
+  switch (M) {
+    case 1:
+      return rows_of_a_by_values<1>(N, K, A, lda, B, ldb, C, ldc);
+    case 2:
+      return rows_of_a_by_values<2>(N, K, A, lda, B, ldb, C, ldc);
+    case 3:
+      return rows_of_a_by_values<3>(N, K, A, lda, B, ldb, C, ldc);
+    case 4:
+      return rows_of_a_by_values<4>(N, K, A, lda, B, ldb, C, ldc);
+    default:
+      __builtin_trap();  // the caller keeps M <= kMostVectorRows
+  }
+}
+
 void begin_products(Engine engine) {
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
   if (engine == Engine::amx) {
@@ -444,6 +534,9 @@ void gemm(Engine, int, int, int, const bf16*, size_t, const bf16*, size_t, float
 }
 void rows_times_transposed(int, int, int, int, const bf16*, size_t, const bf16*, size_t, float*,
                            size_t) {
+  std::abort();
+}
+void rows_times(int, int, int, const bf16*, size_t, const bf16*, size_t, float*, size_t) {
   std::abort();
 }
 }  // namespace folio::cpu::tiles

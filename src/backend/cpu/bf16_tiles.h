@@ -1,5 +1,5 @@
 // bf16 matrix products for the CPU backend's attention with --dtype bf16 (attention.cpp), and the
-// matrix-vector products of generation (rows_times_transposed, at the end).
+// few-row products of generation (rows_times_transposed and rows_times, at the end).
 // Attention's products are small (a strip of 32 query rows against one head's keys: 32 x 256 x 64
 // in shakespeare_char), several per strip and thousands per step; oneDNN 2.6's matmul primitive
 // costs microseconds a call in its own bookkeeping and wants each operand dense, which made
@@ -100,5 +100,12 @@ void gemm(Engine engine, int M, int N, int K, const bf16* A, size_t lda, const b
 constexpr int kMostVectorRows = 4;
 void rows_times_transposed(int M, int n_begin, int n_end, int K, const bf16* A, size_t lda,
                            const bf16* W, size_t ldw, float* C, size_t ldc);
+// The other product of generation's attention, its new rows' weights times the cached values:
+// C[m][n] = sum over k of A[m][k] B[k][n] for m < M <= kMostVectorRows and n < N, with A M x K
+// and B K x N, both bf16 and row-major as stored (lda, ldb), C fp32 (ldc). B's rows are read in
+// place, two at a time, and paired in registers; no panels are packed. Only where
+// engine_runs(Engine::avx512_bf16).
+void rows_times(int M, int N, int K, const bf16* A, size_t lda, const bf16* B, size_t ldb, float* C,
+                size_t ldc);
 
 }  // namespace folio::cpu::tiles
