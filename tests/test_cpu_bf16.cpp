@@ -143,7 +143,8 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
 
 TEST(CpuBf16, TheFewRowsOfGenerationGiveTheProductOfTheRoundedOperands) {
   // Up to tiles::kMostVectorRows rows (generation's one new row a step) the forward product runs
-  // on rows_times_transposed where the CPU's bf16 is native (elsewhere on the widened sgemm): the
+  // on rows_times_transposed where the CPU's bf16 is native, on rows_times_transposed_avx2 with
+  // the AVX2 kernels (ctest's cpu_kernels_avx2 runs this so), else on the widened sgemm: the
   // bias, the fused GELU, ReLU in place and the backward products around it, with K and N that
   // leave partial steps and blocks, and 5 rows, the first beyond the vector path.
   for (int N : {1, 2, 3, 4, 5}) check_bf16_linear_layer(N, 150, 29);
@@ -564,35 +565,45 @@ void expect_product_of_rounded(const Floats& c, int M, int ldc, int n_begin, int
   EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](float x) { return x == -7.0f; }));
 }
 
-// Generation's matrix-vector products (tiles::rows_times_transposed): each of M <= 4 rows of A
-// against the rows [n_begin, n_end) of a weight matrix stored N x K, equal to the double product of
-// the same bf16 operands to fp32 accuracy, for K that ends mid-step (1, 31, 33, 770), ranges that
-// end mid-block of 8 and of 4, leading dimensions wider than K, and nothing written outside
-// the range. A wrong mask, row or lane sum gives errors of order 1.
+// Generation's matrix-vector products (tiles::rows_times_transposed, and its AVX2 version for CPUs
+// without native bf16, each this CPU runs): each of M <= 4 rows of A against the rows
+// [n_begin, n_end) of a weight matrix stored N x K, equal to the double product of the same bf16
+// operands to fp32 accuracy, for K that ends mid-step (1, 7, 31, 33, 770), ranges that end
+// mid-block of 8, 4 and 2, leading dimensions wider than K, and nothing written outside the range.
+// A wrong mask, row or lane sum gives errors of order 1.
 TEST(CpuBf16, RowsTimesTransposedWeightsEqualTheProductOfTheRoundedOperands) {
-  if (!cpu::tiles::engine_runs(cpu::tiles::Engine::avx512_bf16))
-    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  struct Kernel {
+    const char* name;
+    decltype(&cpu::tiles::rows_times_transposed) multiply;
+  };
+  std::vector<Kernel> kernels;
+  if (cpu::tiles::engine_runs(cpu::tiles::Engine::avx512_bf16))
+    kernels.push_back({"AVX512-BF16", cpu::tiles::rows_times_transposed});
+  if (cpu::cpu_runs(cpu::Variant::avx2) && cpu::variant_built(cpu::Variant::avx2))
+    kernels.push_back({"AVX2", cpu::tiles::rows_times_transposed_avx2});
+  if (kernels.empty()) GTEST_SKIP() << "this CPU has neither AVX512-BF16 nor AVX2";
   const int N = 29, n_begin = 2, n_end = 27;
-  for (int K : {1, 31, 33, 770})
-    for (int M = 1; M <= cpu::tiles::kMostVectorRows; ++M) {
-      SCOPED_TRACE("K " + std::to_string(K) + ", M " + std::to_string(M));
-      const int lda = K + 3, ldw = K + 5, ldc = N + 2;
-      const Floats a = random_vector<float>(size_t(M) * lda, 61 + K);
-      const Floats w = random_vector<float>(size_t(N) * ldw, 62 + K);
-      std::vector<cpu::tiles::bf16> a16(a.size()), w16(w.size());
-      for (size_t i = 0; i < a.size(); ++i) a16[i] = cpu::to_bf16(a[i]);
-      for (size_t i = 0; i < w.size(); ++i) w16[i] = cpu::to_bf16(w[i]);
-      const Doubles a_rounded = rounded(a), w_rounded = rounded(w);
-      Floats c(size_t(M) * ldc, -7.0f);
-      cpu::tiles::rows_times_transposed(M, n_begin, n_end, K, a16.data(), lda, w16.data(), ldw,
-                                        c.data(), ldc);
-      expect_product_of_rounded(c, M, ldc, n_begin, n_end, [&](int m, int n) {
-        double sum = 0.0;
-        for (int k = 0; k < K; ++k)
-          sum += a_rounded[size_t(m) * lda + k] * w_rounded[size_t(n) * ldw + k];
-        return sum;
-      });
-    }
+  for (const Kernel& kernel : kernels)
+    for (int K : {1, 7, 31, 33, 770})
+      for (int M = 1; M <= cpu::tiles::kMostVectorRows; ++M) {
+        SCOPED_TRACE(std::string(kernel.name) + ", K " + std::to_string(K) + ", M " +
+                     std::to_string(M));
+        const int lda = K + 3, ldw = K + 5, ldc = N + 2;
+        const Floats a = random_vector<float>(size_t(M) * lda, 61 + K);
+        const Floats w = random_vector<float>(size_t(N) * ldw, 62 + K);
+        std::vector<cpu::tiles::bf16> a16(a.size()), w16(w.size());
+        for (size_t i = 0; i < a.size(); ++i) a16[i] = cpu::to_bf16(a[i]);
+        for (size_t i = 0; i < w.size(); ++i) w16[i] = cpu::to_bf16(w[i]);
+        const Doubles a_rounded = rounded(a), w_rounded = rounded(w);
+        Floats c(size_t(M) * ldc, -7.0f);
+        kernel.multiply(M, n_begin, n_end, K, a16.data(), lda, w16.data(), ldw, c.data(), ldc);
+        expect_product_of_rounded(c, M, ldc, n_begin, n_end, [&](int m, int n) {
+          double sum = 0.0;
+          for (int k = 0; k < K; ++k)
+            sum += a_rounded[size_t(m) * lda + k] * w_rounded[size_t(n) * ldw + k];
+          return sum;
+        });
+      }
 }
 
 // The other product of generation's attention (tiles::rows_times): M <= 4 rows of weights times

@@ -26,10 +26,16 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
   if (device == "cpu" || (device == "auto" && !cuda_available())) {
     const bool bf16 = options.dtype == "bf16";
     std::unique_ptr<Backend> backend = cpu::make_dispatched_cpu_backend(threads, bf16);
-    if (bf16 && !cpu::bf16_is_native())
+    if (bf16 && !cpu::bf16_is_native()) {
       std::cerr << "folio: note: this CPU has no native bf16 (AVX512-BF16 or AMX): --dtype bf16 "
                    "runs its products "
-                << cpu::bf16_kernels() << ", slower than --dtype fp32\n";
+                << cpu::bf16_kernels() << ", slower than --dtype fp32";
+      // Generation's few-row products read the bf16 weights with AVX2 (gemm_bf16.cpp): half the
+      // bytes a token, which is what sampling waits on.
+      if (cpu::chosen_variant() != cpu::Variant::baseline)
+        std::cerr << " to train; sampling reads the weights as bf16 and is faster";
+      std::cerr << "\n";
+    }
     return backend;
   }
   if (device == "cuda" || device == "auto") {

@@ -370,18 +370,9 @@ void rows_of_a(int n_begin, int n_end, int K, const bf16* A, size_t lda, const b
 
 void rows_times_transposed(int M, int n_begin, int n_end, int K, const bf16* A, size_t lda,
                            const bf16* W, size_t ldw, float* C, size_t ldc) {
-  switch (M) {
-    case 1:
-      return rows_of_a<1>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
-    case 2:
-      return rows_of_a<2>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
-    case 3:
-      return rows_of_a<3>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
-    case 4:
-      return rows_of_a<4>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
-    default:
-      __builtin_trap();  // the caller keeps M <= kMostVectorRows
-  }
+  with_rows(M, [&](auto rows) {
+    rows_of_a<decltype(rows)::count>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
+  });
 }
 
 namespace {
@@ -460,18 +451,9 @@ void rows_of_a_by_values(int N, int K, const bf16* A, size_t lda, const bf16* B,
 
 void rows_times(int M, int N, int K, const bf16* A, size_t lda, const bf16* B, size_t ldb, float* C,
                 size_t ldc) {
-  switch (M) {
-    case 1:
-      return rows_of_a_by_values<1>(N, K, A, lda, B, ldb, C, ldc);
-    case 2:
-      return rows_of_a_by_values<2>(N, K, A, lda, B, ldb, C, ldc);
-    case 3:
-      return rows_of_a_by_values<3>(N, K, A, lda, B, ldb, C, ldc);
-    case 4:
-      return rows_of_a_by_values<4>(N, K, A, lda, B, ldb, C, ldc);
-    default:
-      __builtin_trap();  // the caller keeps M <= kMostVectorRows
-  }
+  with_rows(M, [&](auto rows) {
+    rows_of_a_by_values<decltype(rows)::count>(N, K, A, lda, B, ldb, C, ldc);
+  });
 }
 
 void begin_products(Engine engine) {

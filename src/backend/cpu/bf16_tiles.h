@@ -98,8 +98,36 @@ void gemm(Engine engine, int M, int N, int K, const bf16* A, size_t lda, const b
 // the products summed in fp32 lane by lane, the 16 lanes added at the end. Only where
 // engine_runs(Engine::avx512_bf16); the caller splits [0, N) among its threads.
 constexpr int kMostVectorRows = 4;
+// The few-row kernels are templates on their row count: calls few(Rows<M>{}) for the M at run
+// time, 1 <= M <= kMostVectorRows. Each instantiation takes its caller's own lambda, so no two
+// files built for different instruction sets share one.
+template <int M>
+struct Rows {
+  static constexpr int count = M;
+};
+template <typename Few>
+void with_rows(int M, Few&& few) {
+  switch (M) {
+    case 1:
+      return few(Rows<1>{});
+    case 2:
+      return few(Rows<2>{});
+    case 3:
+      return few(Rows<3>{});
+    case 4:
+      return few(Rows<4>{});
+    default:
+      __builtin_trap();  // the caller keeps M <= kMostVectorRows
+  }
+}
 void rows_times_transposed(int M, int n_begin, int n_end, int K, const bf16* A, size_t lda,
                            const bf16* W, size_t ldw, float* C, size_t ldc);
+// rows_times_transposed for a CPU without native bf16 but with AVX2 and FMA (AMD Zen 3), in
+// bf16_rows_avx2.cpp: the same products, each bf16 operand widened to fp32 as it is loaded and
+// multiplied-added in fp32 (a product of two bf16 is exact in fp32, so only the order of the sums
+// differs). Only where the chosen CPU kernels (cpu_isa.h) are AVX2's or better.
+void rows_times_transposed_avx2(int M, int n_begin, int n_end, int K, const bf16* A, size_t lda,
+                                const bf16* W, size_t ldw, float* C, size_t ldc);
 // The other product of generation's attention, its new rows' weights times the cached values:
 // C[m][n] = sum over k of A[m][k] B[k][n] for m < M <= kMostVectorRows and n < N, with A M x K
 // and B K x N, both bf16 and row-major as stored (lda, ldb), C fp32 (ldc). B's rows are read in

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/bf16_tiles.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/vector_math.h"
 
@@ -56,24 +57,32 @@ void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda,
 // into their own layout, so that `folio sample --dtype bf16` on GPT-2 124M ran no faster than
 // fp32 (49 against 54 tokens/s, 2 threads, Zen 4). bf16_tiles.h's rows_times_transposed reads each
 // weight row once for all the rows; the threads take blocks of weight rows.
-// Only where the products are native (not with FOLIO_CPU_ISA=avx2 holding a Zen 4 to a Zen 3's
-// instructions).
-bool takes_vector_path(bool ta, bool tb, int M) {
-  return !ta && tb && M <= tiles::kMostVectorRows && bf16_is_native() &&
-         tiles::engine_runs(tiles::Engine::avx512_bf16);
+// Where the products are native, vdpbf16ps (bf16_tiles.cpp); on a CPU with AVX2 but no native bf16
+// (a Zen 3, or a Zen 4 held to a Zen 3's instructions by FOLIO_CPU_ISA=avx2), the bf16 weights
+// widened in registers and multiplied-added in fp32 (bf16_rows_avx2.cpp): either way a token reads
+// half the bytes of fp32's weights. The baseline kernels keep the widened sgemm.
+using RowsKernel = void (*)(int, int, int, int, const bf16*, size_t, const bf16*, size_t, float*,
+                            size_t);
+RowsKernel few_rows_kernel(bool ta, bool tb, int M) {
+  if (ta || !tb || M > tiles::kMostVectorRows) return nullptr;
+  if (bf16_is_native() && tiles::engine_runs(tiles::Engine::avx512_bf16))
+    return tiles::rows_times_transposed;
+  if (chosen_variant() != Variant::baseline) return tiles::rows_times_transposed_avx2;
+  return nullptr;
 }
 
 // C (fp32, or C16 bf16, M x N) = A W^T, plus C's old values when `accumulate`, plus the bias,
 // then ReLU: what the oneDNN path's epilogue does, in the same order.
-void vector_product(int M, int N, int K, const bf16* A, int lda, const bf16* W, int ldw,
-                    bool accumulate, float* C, bf16* C16, int ldc, const float* bias, bool relu) {
+void vector_product(RowsKernel rows_kernel, int M, int N, int K, const bf16* A, int lda,
+                    const bf16* W, int ldw, bool accumulate, float* C, bf16* C16, int ldc,
+                    const float* bias, bool relu) {
   constexpr int kWeightRows = 64;  // a block of W: 64 rows of K, 96 KiB at K = 768
   static std::vector<float> sums;
   sums.resize(static_cast<size_t>(M) * N);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n += kWeightRows) {
     const int n_end = std::min(N, n + kWeightRows);
-    tiles::rows_times_transposed(M, n, n_end, K, A, lda, W, ldw, sums.data(), N);
+    rows_kernel(M, n, n_end, K, A, lda, W, ldw, sums.data(), N);
     for (int m = 0; m < M; ++m)
       for (int j = n; j < n_end; ++j) {
         float value = sums[static_cast<size_t>(m) * N + j] + (bias ? bias[j] : 0.0f);
@@ -174,8 +183,9 @@ constexpr int kLongestReduction = 16384;
 void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
                int ldb, bool accumulate, float* C, int ldc, const float* bias, bool relu) {
   if (M == 0 || N == 0) return;
-  if (takes_vector_path(ta, tb, M))
-    return vector_product(M, N, K, A, lda, B, ldb, accumulate, C, nullptr, ldc, bias, relu);
+  if (const RowsKernel rows_kernel = few_rows_kernel(ta, tb, M))
+    return vector_product(rows_kernel, M, N, K, A, lda, B, ldb, accumulate, C, nullptr, ldc, bias,
+                          relu);
   if (K > kLongestReduction) {
     const int parts = (K + kLongestReduction - 1) / kLongestReduction;
     for (int part = 0, k = 0; part < parts; ++part) {
@@ -200,8 +210,8 @@ void gemm_bf16(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, co
 void gemm_bf16_rounded(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
                        int ldb, bf16* C, int ldc, const float* bias, bool relu) {
   if (M == 0 || N == 0) return;
-  if (takes_vector_path(ta, tb, M))
-    return vector_product(M, N, K, A, lda, B, ldb, false, nullptr, C, ldc, bias, relu);
+  if (const RowsKernel rows_kernel = few_rows_kernel(ta, tb, M))
+    return vector_product(rows_kernel, M, N, K, A, lda, B, ldb, false, nullptr, C, ldc, bias, relu);
 #if defined(FOLIO_BLAS_DNNL)
   if (K <= kLongestReduction) {
     const Product& product =
