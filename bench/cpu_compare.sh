@@ -11,16 +11,10 @@
 # other work, what the step costs on a core of its own). Needs ./build/folio.
 # FOLIO_BEFORE=path/to/an/older/folio also times that binary in every round, beside ./build/folio,
 # and prints a line per config with both and their ratio: a change measured side by side.
-# AS_AVX2=1 holds both sides to AVX2 + FMA, as on an AVX2-only CPU (AMD Zen 3): folio through
-# FOLIO_CPU_ISA=avx2 (its own kernels and oneDNN's), PyTorch through ATEN_CPU_CAPABILITY=avx2,
-# ONEDNN_MAX_CPU_ISA=AVX2 and MKL_ENABLE_INSTRUCTIONS=AVX2. An emulation on this CPU's caches and
-# memory, not a measurement on a Zen 3.
+# AS_AVX2=1 holds both sides to AVX2 + FMA, as on an AVX2-only CPU (bench/hold_to_avx2.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${AS_AVX2:-0}" = 1 ]; then
-  export FOLIO_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
-         MKL_ENABLE_INSTRUCTIONS=AVX2
-fi
+source bench/hold_to_avx2.sh
 threads="${1:-$(nproc)}"
 shift || true
 if [ $# -gt 0 ]; then configs=("$@"); else configs=(tiny baby shakespeare_char); fi

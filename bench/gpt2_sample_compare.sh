@@ -9,8 +9,10 @@
 # bench/torch2_peer.sh the first time. ROUNDS=1 (each entry keeps its fastest round). Prints a
 # Markdown table: tokens/s (generated tokens over the whole call, prompt included) and whether
 # each peer's text equals folio fp32's. Needs ./build/folio.
+# AS_AVX2=1 holds both sides to AVX2 + FMA, as on an AVX2-only CPU (bench/hold_to_avx2.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/hold_to_avx2.sh
 threads="${1:-$(nproc)}"
 new_tokens="${2:-128}"
 rounds="${ROUNDS:-1}"
@@ -50,10 +52,11 @@ for _ in $(seq "$rounds"); do
              --max_new_tokens "$new_tokens" --threads "$threads" --mode "$mode" 2>/dev/null ||
              echo '{"tokens_per_s": 0}')
       rate[$prompt PyTorch $mode]+=" $(echo "$line" | field tokens_per_s)"
-      prompt_tokens[$prompt]=$(echo "$line" | field prompt_tokens)
+      counted=$(echo "$line" | field prompt_tokens)  # absent when the peer failed
+      [ -z "$counted" ] || prompt_tokens[$prompt]=$counted
       text[$prompt PyTorch $mode]=$(echo "$line" | "$venv/bin/python" -c \
         'import json,sys; t=json.loads(sys.stdin.read()).get("text"); print(t, end="") if t is not None else sys.exit(1)' |
-        md5sum | cut -c1-8)
+        md5sum | cut -c1-8) || text[$prompt PyTorch $mode]=failed  # no text: the peer failed
     done
   done
 done
@@ -72,4 +75,4 @@ about=$("$venv/bin/python" -c 'import torch, transformers; print(torch.__version
 echo
 echo "fastest of $rounds rounds; PyTorch ${about% *}, transformers ${about#* }; folio" \
      "$(git rev-parse --short HEAD); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
-     "$(date -u +%Y-%m-%d)"
+     "$(date -u +%Y-%m-%d)${AS_AVX2:+; AS_AVX2=$AS_AVX2 (1: both sides held to AVX2)}"
