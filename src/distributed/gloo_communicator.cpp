@@ -18,6 +18,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "distributed/sigpipe_held.h"
 #include "distributed/tcp_store.h"
 #include "distributed/waiting_for_peers.h"
 
@@ -94,6 +95,7 @@ GlooCommunicator::GlooCommunicator(const LaunchEnvironment& env, double timeout_
                 " (give every rank the same WORLD_SIZE)");
   try {
     const WaitingForPeers waiting("the rendezvous");
+    const SigpipeHeld sigpipe_held;  // here Gloo's loop thread starts, and inherits it
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank(), world_size());
     context->setTimeout(timeout_);
@@ -146,6 +148,7 @@ void GlooCommunicator::run(const char* what, Options& options, Collective&& coll
   options.setTag(next_tag());
   options.setTimeout(timeout_);
   const WaitingForPeers waiting(what);
+  const SigpipeHeld sigpipe_held;  // a peer gone: EPIPE, and Gloo throws, instead of SIGPIPE
   try {
     collective(options);
   } catch (const Error&) {

@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 
 #include <cstdint>
 #include <functional>
@@ -16,6 +20,7 @@
 
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
+#include "distributed/sigpipe_held.h"
 #include "distributed/tcp_store.h"
 
 namespace folio {
@@ -62,6 +67,35 @@ std::vector<std::string> on_ranks(int world_size, const std::function<void(int)>
 float gradient_value(size_t i, int rank, int call) {
   return static_cast<float>((i * 13 + static_cast<size_t>(call) * 101) % 257) * 0.5f -
          static_cast<float>(rank) * 3.25f;
+}
+
+// What keeps a rank alive when a peer dies mid-collective (Gloo's writes raise SIGPIPE; CI once saw
+// "rank 0 was killed by signal 13" where dist_rank_failure expects rank 0 to name the rank that
+// left): inside a SigpipeHeld scope a write to a socket whose peer has closed fails with EPIPE
+// and this process lives; after it no SIGPIPE is pending and the thread's mask is as before.
+// Without the block, or without taking the pending signal, this test process is killed.
+TEST(SigpipeHeld, AWriteToAClosedPeerFailsWithEpipeInsteadOfKillingTheProcess) {
+  int ends[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+  ::close(ends[1]);
+  sigset_t before;
+  pthread_sigmask(SIG_SETMASK, nullptr, &before);
+  {
+    const SigpipeHeld held;
+    const char byte = 'x';
+    errno = 0;
+    EXPECT_EQ(::write(ends[0], &byte, 1), -1);
+    EXPECT_EQ(errno, EPIPE);
+    {
+      const SigpipeHeld nested;  // an inner hold leaves the pending signal to the outer one
+    }
+  }
+  sigset_t after, pending;
+  pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  sigpending(&pending);
+  EXPECT_FALSE(sigismember(&pending, SIGPIPE));
+  EXPECT_EQ(sigismember(&after, SIGPIPE), sigismember(&before, SIGPIPE));
+  ::close(ends[0]);
 }
 
 TEST(GlooCommunicator, EveryCollectiveOnThreeRanks) {
