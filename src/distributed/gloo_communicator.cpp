@@ -18,7 +18,6 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "distributed/sigpipe_held.h"
 #include "distributed/tcp_store.h"
 #include "distributed/waiting_for_peers.h"
 
@@ -93,9 +92,9 @@ GlooCommunicator::GlooCommunicator(const LaunchEnvironment& env, double timeout_
     throw Error(me + ": rank 0 says the job has " +
                 std::string(root_world.begin(), root_world.end()) + " ranks, this rank " + world +
                 " (give every rank the same WORLD_SIZE)");
+  end_rank_on_sigpipe_in_collectives(world_size());
   try {
     const WaitingForPeers waiting("the rendezvous");
-    const SigpipeHeld sigpipe_held;  // here Gloo's loop thread starts, and inherits it
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank(), world_size());
     context->setTimeout(timeout_);
@@ -148,7 +147,6 @@ void GlooCommunicator::run(const char* what, Options& options, Collective&& coll
   options.setTag(next_tag());
   options.setTimeout(timeout_);
   const WaitingForPeers waiting(what);
-  const SigpipeHeld sigpipe_held;  // a peer gone: EPIPE, and Gloo throws, instead of SIGPIPE
   try {
     collective(options);
   } catch (const Error&) {

@@ -21,4 +21,17 @@ const char* collective_being_waited_for();
 void note_rank_for_messages(int rank);
 int rank_for_messages();
 
+// Text and a decimal number to stderr with only async-signal-safe calls (for signal handlers).
+void write_signal_safe(const char* text);
+void write_signal_safe(long long number);
+
+// A peer gone under a write. Gloo writes to its sockets with writev: when its write to a rank that
+// has died comes before it reads that the socket closed, SIGPIPE's default action killed this rank
+// too ("rank 0 was killed by signal 13"), and holding SIGPIPE back instead leaves Gloo's
+// asynchronous write waiting for the timeout (it retries on EPIPE). So while this rank waits in a
+// collective, SIGPIPE ends it at once with a message naming the collective (and the peer, when
+// the job has two ranks) and exit code 1; outside a collective SIGPIPE keeps its default, so that
+// `folio train | head` still ends the run. Installed by the Gloo communicator (world_size > 1).
+void end_rank_on_sigpipe_in_collectives(int world_size);
+
 }  // namespace folio

@@ -17,21 +17,10 @@ char run_folder[4096] = ".";
 std::atomic<int64_t> state_saved_at{-1}, checkpoint_saved_at{-1};
 
 void write_text(const char* text) {
-  size_t length = 0;
-  while (text[length] != '\0') ++length;
-  [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, text, length);
+  write_signal_safe(text);
 }
-
-// A number in decimal, with only async-signal-safe calls.
 void write_number(int64_t value) {
-  char digits[24];
-  int length = 0;
-  do digits[length++] = static_cast<char>('0' + value % 10), value /= 10;
-  while (value > 0);
-  char text[24];
-  for (int i = 0; i < length; ++i) text[i] = digits[length - 1 - i];
-  text[length] = '\0';
-  write_text(text);
+  write_signal_safe(static_cast<long long>(value));
 }
 
 // The second signal: no time to save, so say what the disk holds.
@@ -71,17 +60,11 @@ void on_stop_signal(int signal_number) {
     // Blocked on the other ranks: if one of them died, the launcher is stopping the job and
     // this is the last chance to say so.
     if (const char* what = collective_being_waited_for()) {
-      char rank_text[16] = "?";
-      int rank = rank_for_messages(), length = 0;
-      char digits[16];
-      if (rank >= 0) {
-        do digits[length++] = static_cast<char>('0' + rank % 10), rank /= 10;
-        while (rank > 0);
-        for (int i = 0; i < length; ++i) rank_text[i] = digits[length - 1 - i];
-        rank_text[length] = '\0';
-      }
       write_text("folio: rank ");
-      write_text(rank_text);
+      if (rank_for_messages() >= 0)
+        write_number(rank_for_messages());
+      else
+        write_text("?");
       write_text(": the signal came while waiting for the other ranks in ");
       write_text(what);
       write_text(" (if a rank died, the launcher is stopping the job)\n");

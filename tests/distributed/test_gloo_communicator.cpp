@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
-#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,8 +20,8 @@
 
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
-#include "distributed/sigpipe_held.h"
 #include "distributed/tcp_store.h"
+#include "distributed/waiting_for_peers.h"
 
 namespace folio {
 namespace {
@@ -69,33 +69,64 @@ float gradient_value(size_t i, int rank, int call) {
          static_cast<float>(rank) * 3.25f;
 }
 
-// What keeps a rank alive when a peer dies mid-collective (Gloo's writes raise SIGPIPE; CI once saw
-// "rank 0 was killed by signal 13" where dist_rank_failure expects rank 0 to name the rank that
-// left): inside a SigpipeHeld scope a write to a socket whose peer has closed fails with EPIPE
-// and this process lives; after it no SIGPIPE is pending and the thread's mask is as before.
-// Without the block, or without taking the pending signal, this test process is killed.
-TEST(SigpipeHeld, AWriteToAClosedPeerFailsWithEpipeInsteadOfKillingTheProcess) {
-  int ends[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
-  ::close(ends[1]);
-  sigset_t before;
-  pthread_sigmask(SIG_SETMASK, nullptr, &before);
-  {
-    const SigpipeHeld held;
+// A peer gone under a write (waiting_for_peers.h): Gloo's writes to a dead rank's socket raise
+// SIGPIPE, whose default action killed a surviving rank too (CI once saw "rank 0 was killed by
+// signal 13" where dist_rank_failure wants rank 0 to say whose connection closed). In a child
+// process with the handler installed: a write to a socket whose peer has closed, while the rank
+// waits in a collective, ends it with exit code 1 and a message naming the collective (and the
+// peer, in a job of two ranks); outside a collective SIGPIPE keeps its default action.
+struct ChildEnd {
+  int status;
+  std::string stderr_text;
+};
+ChildEnd write_to_a_closed_peer(int world_size, bool in_collective) {
+  int out[2];
+  EXPECT_EQ(::pipe(out), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(out[1], STDERR_FILENO);
+    note_rank_for_messages(0);
+    end_rank_on_sigpipe_in_collectives(world_size);
+    int ends[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, ends) != 0) ::_exit(98);
+    ::close(ends[1]);
     const char byte = 'x';
-    errno = 0;
-    EXPECT_EQ(::write(ends[0], &byte, 1), -1);
-    EXPECT_EQ(errno, EPIPE);
-    {
-      const SigpipeHeld nested;  // an inner hold leaves the pending signal to the outer one
+    if (in_collective) {
+      const WaitingForPeers waiting("a gradient all-reduce");
+      [[maybe_unused]] ssize_t ignored = ::write(ends[0], &byte, 1);
+    } else {
+      [[maybe_unused]] ssize_t ignored = ::write(ends[0], &byte, 1);
     }
+    ::_exit(99);  // survived the write
   }
-  sigset_t after, pending;
-  pthread_sigmask(SIG_SETMASK, nullptr, &after);
-  sigpending(&pending);
-  EXPECT_FALSE(sigismember(&pending, SIGPIPE));
-  EXPECT_EQ(sigismember(&after, SIGPIPE), sigismember(&before, SIGPIPE));
-  ::close(ends[0]);
+  ::close(out[1]);
+  std::string text;
+  char buffer[512];
+  for (ssize_t got; (got = ::read(out[0], buffer, sizeof(buffer))) > 0;) text.append(buffer, got);
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return {status, text};
+}
+
+TEST(PeerGoneOnSigpipe, AWriteToAClosedPeerInACollectiveEndsTheRankWithAMessage) {
+  const ChildEnd two = write_to_a_closed_peer(2, true);
+  ASSERT_TRUE(WIFEXITED(two.status)) << "status " << two.status << ": " << two.stderr_text;
+  EXPECT_EQ(WEXITSTATUS(two.status), 1);
+  EXPECT_EQ(two.stderr_text,
+            "folio: error: rank 0: the connection was closed by rank 1 during a gradient "
+            "all-reduce (did it exit, die or hang?)\n");
+  const ChildEnd three = write_to_a_closed_peer(3, true);
+  ASSERT_TRUE(WIFEXITED(three.status)) << "status " << three.status;
+  EXPECT_EQ(WEXITSTATUS(three.status), 1);
+  EXPECT_NE(three.stderr_text.find("rank 0: the connection to another rank was closed"),
+            std::string::npos)
+      << three.stderr_text;
+  EXPECT_NE(three.stderr_text.find("during a gradient all-reduce"), std::string::npos);
+  const ChildEnd outside = write_to_a_closed_peer(2, false);
+  EXPECT_TRUE(WIFSIGNALED(outside.status) && WTERMSIG(outside.status) == SIGPIPE)
+      << "status " << outside.status << ": " << outside.stderr_text;
+  EXPECT_EQ(outside.stderr_text, "");
 }
 
 TEST(GlooCommunicator, EveryCollectiveOnThreeRanks) {

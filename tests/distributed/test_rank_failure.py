@@ -8,7 +8,10 @@
     which collective it was waiting in. Bound: mpirun's own kill delay, a few seconds.
   - mpirun -np 2, rank 1 frozen: rank 0 gives up after dist_timeout, naming the collective.
   - `--nproc 3`, rank 2 killed: rank 0 names rank 2 (Gloo's messages name a socket address; the
-    rendezvous store, rank 0's, says which rank's connection closed); so does rank 1, unless it
+    rendezvous store, rank 0's, says which rank's connection closed), unless its write to rank 2
+    came before it read the close: then SIGPIPE ends it at once saying a connection to another
+    rank closed (the launcher names rank 2), or Gloo never reads the close and rank 0 names rank
+    2 after dist_timeout (about once in 30 runs); so does rank 1, unless it
     was waiting on rank 0 alone and rank 0 had stopped, store and all, by the time it asked: then
     it says so and points at rank 0's message.
 
@@ -101,7 +104,13 @@ def main(folio, data, work):
                           "rank 0: the connection was closed by rank 1"], 10)
     failures += scenario("nproc 3, rank 2 killed", [folio] + train + ["--nproc", "3"], work,
                          signal.SIGKILL, ["rank 2 was killed by signal 9"], 10, victim_rank=2,
-                         patterns=[r"rank 0: the connection was closed by (rank \d, )*rank 2 ",
+                         # rank 0 names rank 2; or, when its write to rank 2 came before it
+                         # read the close (SIGPIPE, waiting_for_peers.h), says a connection
+                         # closed; or, when Gloo never reads the close (seen about once in 30
+                         # runs), names rank 2 after dist_timeout
+                         patterns=[r"rank 0: (the connection (was closed by (rank \d, )*rank 2 |"
+                                   r"to another rank was closed \(a write found it gone)|"
+                                   r"waited 4 s \(dist_timeout\) for (rank \d, )*rank 2 )",
                                    # rank 1 may wait on rank 0 alone (a ring), and see only that
                                    # rank 0 stopped, after the store that knew rank 2 went with it
                                    r"rank 1: the connection was closed by ((rank \d, )*rank 2 |"
