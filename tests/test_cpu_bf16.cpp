@@ -39,6 +39,13 @@ float from_bits(uint32_t bits) {
   return x;
 }
 
+// Each value rounded to bf16 (nearest, ties to even).
+std::vector<cpu::tiles::bf16> bf16_values(const Floats& values) {
+  std::vector<cpu::tiles::bf16> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = cpu::to_bf16(values[i]);
+  return out;
+}
+
 // Each value rounded to bf16 and widened back, as double.
 Doubles rounded(const Floats& values) {
   Doubles out(values.size());
@@ -622,9 +629,7 @@ TEST(CpuBf16, RowsTimesStoredValuesEqualTheProductOfTheRoundedOperands) {
         const int lda = K + 3, ldb = N + 7, ldc = N + 16;
         const Floats a = random_vector<float>(size_t(M) * lda, 63 + K);
         const Floats b = random_vector<float>(size_t(K) * ldb, 64 + N);
-        std::vector<cpu::tiles::bf16> a16(a.size()), b16(b.size());
-        for (size_t i = 0; i < a.size(); ++i) a16[i] = cpu::to_bf16(a[i]);
-        for (size_t i = 0; i < b.size(); ++i) b16[i] = cpu::to_bf16(b[i]);
+        const std::vector<cpu::tiles::bf16> a16 = bf16_values(a), b16 = bf16_values(b);
         const Doubles a_rounded = rounded(a), b_rounded = rounded(b);
         Floats c(size_t(M) * ldc, -7.0f);
         cpu::tiles::rows_times(M, N, K, a16.data(), lda, b16.data(), ldb, c.data(), ldc);
@@ -811,8 +816,7 @@ TEST(CpuBf16, GenerationsFewRowsReadTheCacheInPlaceAndEqualTheStrips) {
             c.p > 0 ? dropout_spec(c.p, 1337, 12, 3, DropoutSite::kAttentionWeights, 5)
                     : no_dropout();
         const Floats qkv = random_vector<float>(n_qkv, 44 + c.T, 1.5);
-        std::vector<cpu::tiles::bf16> qkv16(n_qkv);
-        for (size_t i = 0; i < n_qkv; ++i) qkv16[i] = cpu::to_bf16(qkv[i]);
+        const std::vector<cpu::tiles::bf16> qkv16 = bf16_values(qkv);
         // Runs the forward pass from q_start on qkv as fp32, or kept as bf16; out and lse start
         // as `start`.
         const auto run = [&](int from, bool kept, const Floats& start, Floats& lse) {
