@@ -12,6 +12,8 @@
 # FOLIO_BEFORE=path/to/an/older/folio also times that binary in every round, beside ./build/folio,
 # and prints a line per config with both and their ratio: a change measured side by side.
 # AS_AVX2=1 holds both sides to AVX2 + FMA, as on an AVX2-only CPU (bench/hold_to_avx2.sh).
+# PEER_MODES="eager compile" runs only those of PyTorch's four modes (the others read "not run"):
+# held to AVX2, its bf16 modes take 20x its fp32 time, minutes a shakespeare_char step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/hold_to_avx2.sh
@@ -27,6 +29,10 @@ field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 lowest() { printf '%s\n' "$@" | sort -g | head -1; }
 policies=""
 modes=(eager compile bf16 bf16-compile)
+read -r -a chosen_modes <<< "${PEER_MODES:-${modes[*]}}"
+for mode in "${chosen_modes[@]}"; do
+  [[ " ${modes[*]} " == *" $mode "* ]] || { echo "PEER_MODES: no mode '$mode' (modes: ${modes[*]})" >&2; exit 2; }
+done
 about=$($peer --about --threads "$threads")
 torch_version=$(echo "$about" | field torch)
 isa=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
@@ -58,6 +64,10 @@ for config in "${configs[@]}"; do
     runs[seed]+=" $(echo "$line" | field "$stat")"
     rss[seed]=$(echo "$line" | field peak_rss_mb)
     for mode in "${modes[@]}"; do
+      if [[ " ${chosen_modes[*]} " != *" $mode "* ]]; then
+        runs[$mode]+=" skip" rss[$mode]=nan
+        continue
+      fi
       # A mode that crashes (torch.compile aborted with "malloc(): unaligned tcache chunk detected"
       # on shakespeare_char here, 2026-11-26) is reported as failed, not the end of the table.
       line=$($peer --config "$config" --threads "$threads" --impl fused --mode "$mode" --steps "$steps" 2>/dev/null) ||
@@ -73,9 +83,10 @@ import sys
 config, *cols = sys.argv[1:9]
 nan = float("nan")
 def lowest(runs):  # the fastest round that finished; nan when none did
-    done = [v for v in map(float, runs.split()) if v == v]
+    done = [v for v in map(float, runs.replace("skip", "nan").split()) if v == v]
     return min(done) if done else nan
 best = [lowest(c) for c in cols]
+skipped = [c.split() and all(r == "skip" for r in c.split()) for c in cols]
 folio = min(v for v in best[0:2] if v == v)
 torch = min(v for v in best[2:] if v == v)
 names = ["seed", "fp32 eager", "compile", "bf16", "bf16 + compile"]
@@ -85,7 +96,8 @@ folio_rss, torch_rss = rss[best.index(folio)], rss[best.index(torch)]
 # The fastest mode is not always PyTorch's leanest (bf16 eager can beat bf16 + compile by a few
 # per cent with far more memory): the memory comparison names the least of any mode as well.
 leanest = min((r, names[i]) for i, r in enumerate(rss[2:]) if r == r)
-cells = " | ".join(f"{ms:.1f}" if ms == ms else "failed" for ms in best)
+cells = " | ".join(f"{ms:.1f}" if ms == ms else "not run" if skip else "failed"
+                   for ms, skip in zip(best, skipped))
 print(f"| {config} | {cells} | {torch / folio:.2f}x (vs {which}) | {folio_rss:.0f} / {torch_rss:.0f} MiB "
       f"| {leanest[0]:.0f} MiB ({leanest[1]}) |")
 print(f"<!-- {config} rounds (ms): " + "; ".join(c.strip() for c in cols) + " -->")

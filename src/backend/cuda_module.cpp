@@ -48,7 +48,8 @@ const CudaModule* load_module(std::string* why) {
     else
       *why = std::string("the CUDA module ") + kCudaModuleFile +
              " is not beside the folio binary (" + directory +
-             "): the build makes it there; copy it along with folio";
+             "): the build makes it there; copy it along with folio (the loader said: " +
+             loader_error() + ")";
     return nullptr;
   }
   using Entry = const CudaModule* (*)();
@@ -56,12 +57,14 @@ const CudaModule* load_module(std::string* why) {
   const CudaModule* module = entry != nullptr ? entry() : nullptr;
   if (module == nullptr) {
     *why = "the CUDA module " + path + " has no folio_cuda_module(): it is not folio's";
+    dlclose(handle);
     return nullptr;
   }
   if (module->abi != kCudaModuleAbi) {
     *why = "the CUDA module " + path + " is from another build of folio (table version " +
            std::to_string(module->abi) + ", this binary's " + std::to_string(kCudaModuleAbi) +
            "): rebuild folio and copy both files";
+    dlclose(handle);
     return nullptr;
   }
   return module;

@@ -97,9 +97,11 @@ def main(folio, driver_dir):
     shutil.copy2(folio, alone)
     missing, loaded, _ = traced(alone, *quick_bench, "--device", "cuda", driver_dir=driver_dir)
     lines = error_lines(missing)
-    check("a binary copied without libfolio_cuda.so names the missing module and the fix",
-          missing.returncode != 0 and len(lines) == 1 and "libfolio_cuda.so" in lines[0]
-          and "not beside the folio binary" in lines[0] and alone_dir in lines[0],
+    check("a binary copied without libfolio_cuda.so names the missing module, the fix and what "
+          "the loader said", missing.returncode != 0 and len(lines) == 1
+          and "libfolio_cuda.so" in lines[0] and "not beside the folio binary" in lines[0]
+          and alone_dir in lines[0] and "the loader said: " in lines[0]
+          and "cannot open shared object file" in lines[0],
           f"rc {missing.returncode}, stderr {missing.stderr!r}")
     shutil.rmtree(alone_dir)
 

@@ -131,9 +131,12 @@ std::string CudaBackend::description() const {
                      precision +
                      (options_.flash_attention ? ", flash attention" : ", attention unfused");
   if (!options_.fused_kernels) text += ", kernels unfused";
-  if (forward_in_registers_ && options_.flash_attention) text += ", attention forward in registers";
-  if (backward_in_registers_ && options_.flash_attention)
-    text += ", attention backward in registers";
+  // The register kernels are bf16's tensor-core attention (fp32 runs the fp32 flash kernels); the
+  // backward ones serve heads of up to 64 and leave larger heads to the WMMA kernels.
+  const bool tensor_core_attention = bf16_ && options_.flash_attention;
+  if (forward_in_registers_ && tensor_core_attention) text += ", attention forward in registers";
+  if (backward_in_registers_ && tensor_core_attention)
+    text += ", attention backward in registers (heads up to 64)";
   return text + ")";
 }
 
