@@ -41,6 +41,47 @@ struct HeadSlices {
 // masked columns hold finite scores (vexp clamps what it is given), and a loop whose length is
 // the strip's width runs in whole vectors, where one of i + 1 columns leaves up to 15 to a scalar
 // remainder (GCC 12 makes no masked remainders): at T = 16 every row was all remainder.
+#if defined(__AVX512F__)
+// The AVX-512 variant says the selects with masks, 16 columns at a time: column j of vector j0 is
+// in the row when j < width and seen when j <= i. Written with intrinsics because GCC 12 split
+// the portable loop below at i and left both halves scalar, and summed the reduction's 16 lanes
+// one after the other: at `baby`'s rows of 32-64 columns that was most of the time attention
+// spent outside its products.
+inline __mmask16 lanes_before(int end, int j0) {  // lanes j0 + l < end
+  return cpu::first_lanes(std::clamp(end - j0, 0, cpu::kLanes));
+}
+// Loads and stores masked only where the row ends inside the vector: a load of what a masked
+// store wrote waits for the store to complete (no store-to-load forwarding), and each loop over a
+// row reads what the loop before it wrote.
+inline __m512 load_lanes(const float* from, __mmask16 lanes) {
+  return lanes == 0xFFFF ? _mm512_loadu_ps(from) : _mm512_maskz_loadu_ps(lanes, from);
+}
+inline void store_lanes(float* to, __mmask16 lanes, __m512 x) {
+  if (lanes == 0xFFFF)
+    _mm512_storeu_ps(to, x);
+  else
+    _mm512_mask_storeu_ps(to, lanes, x);
+}
+inline float causal_softmax_row(float* row, int i, int width, float scale) {
+  const float max_score = cpu::row_max(row, i + 1);  // scale > 0: the max of the scaled row too
+  const __m512 max_v = _mm512_set1_ps(max_score), scale_v = _mm512_set1_ps(scale);
+  __m512 lanes = _mm512_setzero_ps();
+  for (int j0 = 0; j0 < width; j0 += cpu::kLanes) {
+    const __mmask16 in_row = lanes_before(width, j0), seen = lanes_before(i + 1, j0);
+    const __m512 x = _mm512_sub_ps(load_lanes(row + j0, in_row), max_v);
+    const __m512 e = _mm512_maskz_mov_ps(seen, cpu::vexp(_mm512_mul_ps(x, scale_v)));
+    store_lanes(row + j0, in_row, e);
+    lanes = _mm512_add_ps(lanes, e);
+  }
+  const float total = _mm512_reduce_add_ps(lanes);
+  const __m512 inverse = _mm512_set1_ps(1.0f / total);
+  for (int j0 = 0; j0 <= i; j0 += cpu::kLanes) {  // the vectors after column i's hold zeros
+    const __mmask16 in_row = lanes_before(width, j0);
+    store_lanes(row + j0, in_row, _mm512_mul_ps(load_lanes(row + j0, in_row), inverse));
+  }
+  return max_score * scale + std::log(total);
+}
+#else
 inline float causal_softmax_row(float* row, int i, int width, float scale) {
   const float max_score = cpu::row_max(row, i + 1);  // scale > 0: the max of the scaled row too
   float total = 0.0f;
@@ -55,6 +96,7 @@ inline float causal_softmax_row(float* row, int i, int width, float scale) {
   for (int j = 0; j < width; ++j) row[j] *= inverse;
   return max_score * scale + std::log(total);
 }
+#endif
 
 // multipliers[0..i] = mask * 1/(1-p) of query row i's weights: element (h * T + i) * T + j of
 // sample b's stream, the counters the reference and the GPU use. The forward pass draws them and
@@ -103,6 +145,45 @@ struct BackwardRow {
   int i;
   float log_sum_exp;
 };
+#if defined(__AVX512F__)
+// With masks, as causal_softmax_row's AVX-512 variant, and in two passes over the row: the
+// probabilities, the dropout and the sum of p dp in the first (the sum in row_dot's lanes and
+// order: the columns after i add p = 0), d(scores) in the second.
+inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
+                                   float scale, float* multipliers, const DropoutSpec& dropout,
+                                   const cpu::MaskBits& masks, int b, int h, int T) {
+  float* p = row.p;
+  float* g = row.g;
+  const int i = row.i;
+  if (dropout.active()) recall_row_multipliers(multipliers, dropout, b, h, T, i, masks);
+  const __m512 score_scale_v = _mm512_set1_ps(score_scale), lse = _mm512_set1_ps(row.log_sum_exp);
+  __m512 lanes = _mm512_setzero_ps();
+  for (int j0 = 0; j0 < width; j0 += cpu::kLanes) {
+    const __mmask16 in_row = lanes_before(width, j0), seen = lanes_before(i + 1, j0);
+    const __m512 scores = load_lanes(p + j0, in_row);
+    const __m512 probs =
+        _mm512_maskz_mov_ps(seen, cpu::vexp(_mm512_fmsub_ps(scores, score_scale_v, lse)));
+    store_lanes(p + j0, in_row, probs);
+    __m512 dp = load_lanes(g + j0, in_row);
+    if (dropout.active()) {  // the multipliers are there up to column i
+      const __m512 m = _mm512_maskz_loadu_ps(seen, multipliers + j0);
+      store_lanes(row.w + j0, in_row, _mm512_mul_ps(probs, m));
+      dp = _mm512_mul_ps(dp, m);  // through the dropout: d(probabilities)
+      store_lanes(g + j0, in_row, dp);
+    }
+    lanes = _mm512_fmadd_ps(probs, dp, lanes);
+  }
+  // Through the softmax: ds = p * (dp - sum_j p_j dp_j), times the score scale.
+  const __m512 p_dot_dp = _mm512_set1_ps(_mm512_reduce_add_ps(lanes));
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  for (int j0 = 0; j0 < width; j0 += cpu::kLanes) {
+    const __mmask16 in_row = lanes_before(width, j0), seen = lanes_before(i + 1, j0);
+    const __m512 dp = load_lanes(g + j0, in_row), probs = load_lanes(p + j0, in_row);
+    const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(probs, _mm512_sub_ps(dp, p_dot_dp)), scale_v);
+    store_lanes(g + j0, in_row, _mm512_maskz_mov_ps(seen, ds));
+  }
+}
+#else
 inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
                                    float scale, float* multipliers, const DropoutSpec& dropout,
                                    const cpu::MaskBits& masks, int b, int h, int T) {
@@ -133,6 +214,7 @@ inline void attention_backward_row(const BackwardRow& row, int width, float scor
     g[j] = j <= i ? ds : 0.0f;
   }
 }
+#endif
 
 // to[r * ld + c] = bf16 of from[r * ld + c] for rows [0, rows) and columns [0, cols): one head's
 // slice of a (rows, ld) tensor, rounded for the product that reads the tensor next.

@@ -120,6 +120,29 @@ inline float row_dot(const float* a, const float* b, int n) {
   }
   return _mm512_reduce_add_ps(lanes);
 }
+
+// vexp of 16 lanes, the scalar vexp's steps written out: loops of softmax rows call it where
+// GCC 12, given the scalar one in a loop with a select on the column (j <= i ? e : 0), split the
+// loop at i (-fsplit-loops, on at -O3) and left both halves scalar.
+inline __m512 vexp(__m512 x) {
+  const __m512 clamped =
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+  const __m512 shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 n = _mm512_sub_ps(
+      _mm512_fmadd_ps(clamped, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512i exponent_bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(exponent_bits));
+}
 #else
 // the largest of x[0..n), n >= 1
 inline float row_max(const float* x, int n) {
