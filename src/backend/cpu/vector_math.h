@@ -107,6 +107,32 @@ inline float row_max(const float* x, int n) {
   return _mm512_reduce_max_ps(lanes);
 }
 
+// the sum of x[j], j < n
+inline float row_sum(const float* x, int n) {
+  __m512 lanes = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) lanes = _mm512_add_ps(lanes, _mm512_loadu_ps(x + j));
+  if (j < n) lanes = _mm512_add_ps(lanes, _mm512_maskz_loadu_ps(first_lanes(n - j), x + j));
+  return _mm512_reduce_add_ps(lanes);
+}
+
+// the sum of (x[j] - m)^2, j < n
+inline float row_squared_deviations(const float* x, float m, int n) {
+  const __m512 mean = _mm512_set1_ps(m);
+  __m512 lanes = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), mean);
+    lanes = _mm512_fmadd_ps(d, d, lanes);
+  }
+  if (j < n) {
+    const __mmask16 tail = first_lanes(n - j);
+    const __m512 d = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, x + j), mean);
+    lanes = _mm512_fmadd_ps(d, d, lanes);  // 0 in the lanes past n
+  }
+  return _mm512_reduce_add_ps(lanes);
+}
+
 // the sum of a[j] * b[j], j < n
 inline float row_dot(const float* a, const float* b, int n) {
   __m512 lanes = _mm512_setzero_ps();
@@ -155,6 +181,30 @@ inline float row_max(const float* x, int n) {
   for (int l = 0; l < kLanes; ++l) best = best > lanes[l] ? best : lanes[l];
   for (; j < n; ++j) best = best > x[j] ? best : x[j];
   return best;
+}
+
+// the sum of x[j], j < n
+inline float row_sum(const float* x, int n) {
+  float lanes[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += x[j + l];
+  for (int l = 0; j < n; ++j, ++l) lanes[l] += x[j];
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  return lanes[0];
+}
+
+// the sum of (x[j] - m)^2, j < n
+inline float row_squared_deviations(const float* x, float m, int n) {
+  float lanes[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += (x[j + l] - m) * (x[j + l] - m);
+  for (int l = 0; j < n; ++j, ++l) lanes[l] += (x[j] - m) * (x[j] - m);
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  return lanes[0];
 }
 
 // the sum of a[j] * b[j], j < n
