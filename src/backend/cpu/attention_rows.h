@@ -37,10 +37,9 @@ struct HeadSlices {
 // Turns scores s[0..i] of query row i, times `scale`, into probabilities, zeroes s[i+1..width),
 // and returns the row's log-sum-exp of the scaled scores, max + log(sum of exp(s - max)).
 //
-// The loops here run over the whole width and select, rather than stopping after column i: the
-// masked columns hold finite scores (vexp clamps what it is given), and a loop whose length is
-// the strip's width runs in whole vectors, where one of i + 1 columns leaves up to 15 to a scalar
-// remainder (GCC 12 makes no masked remainders): at T = 16 every row was all remainder.
+// With AVX-512 the loops run over the whole width in vectors of 16, masked after column i and
+// past the row's end: a loop stopping after column i would leave up to 15 columns to a scalar
+// remainder (GCC 12 makes no masked remainders; at T = 16 every row was all remainder).
 #if defined(__AVX512F__)
 // The AVX-512 variant says the selects with masks, 16 columns at a time: column j of vector j0 is
 // in the row when j < width and seen when j <= i. Written with intrinsics because GCC 12 split
@@ -82,18 +81,17 @@ inline float causal_softmax_row(float* row, int i, int width, float scale) {
   return max_score * scale + std::log(total);
 }
 #else
+// Elsewhere: the columns up to i, then zeros after them. No loop selects on the column (j <= i ?
+// e : 0): GCC 12 splits such a loop at i and leaves both halves scalar (-fsplit-loops).
 inline float causal_softmax_row(float* row, int i, int width, float scale) {
   const float max_score = cpu::row_max(row, i + 1);  // scale > 0: the max of the scaled row too
-  float total = 0.0f;
-#pragma omp simd reduction(+ : total)
-  for (int j = 0; j < width; ++j) {
-    const float e = cpu::vexp((row[j] - max_score) * scale);
-    row[j] = j <= i ? e : 0.0f;
-    total += row[j];
-  }
+#pragma omp simd
+  for (int j = 0; j <= i; ++j) row[j] = cpu::vexp((row[j] - max_score) * scale);
+  std::fill(row + i + 1, row + width, 0.0f);
+  const float total = cpu::row_sum(row, i + 1);
   const float inverse = 1.0f / total;
 #pragma omp simd
-  for (int j = 0; j < width; ++j) row[j] *= inverse;
+  for (int j = 0; j <= i; ++j) row[j] *= inverse;
   return max_score * scale + std::log(total);
 }
 #endif
@@ -190,29 +188,25 @@ inline void attention_backward_row(const BackwardRow& row, int width, float scor
   float* p = row.p;
   float* g = row.g;
   const int i = row.i;
-  // Over the whole width with selects, as causal_softmax_row: p and g hold finite numbers in the
-  // masked columns (scores and d(weights) from the products), the multipliers only up to i.
+  // The columns up to i, then zeros after them, as causal_softmax_row; the multipliers are there
+  // up to column i.
 #pragma omp simd
-  for (int j = 0; j < width; ++j) {
-    const float e = cpu::vexp(p[j] * score_scale - row.log_sum_exp);
-    p[j] = j <= i ? e : 0.0f;
-  }
+  for (int j = 0; j <= i; ++j) p[j] = cpu::vexp(p[j] * score_scale - row.log_sum_exp);
+  std::fill(p + i + 1, p + width, 0.0f);
   if (dropout.active()) {
     recall_row_multipliers(multipliers, dropout, b, h, T, i, masks);
 #pragma omp simd
-    for (int j = 0; j < width; ++j) {
-      const float m = j <= i ? multipliers[j] : 0.0f;
-      row.w[j] = p[j] * m;
-      g[j] *= m;  // through the dropout: d(probabilities)
+    for (int j = 0; j <= i; ++j) {
+      row.w[j] = p[j] * multipliers[j];
+      g[j] *= multipliers[j];  // through the dropout: d(probabilities)
     }
+    std::fill(row.w + i + 1, row.w + width, 0.0f);
   }
   // Through the softmax: ds = p * (dp - sum_j p_j dp_j), times the score scale.
   const float p_dot_dp = cpu::row_dot(p, g, i + 1);
 #pragma omp simd
-  for (int j = 0; j < width; ++j) {
-    const float ds = p[j] * (g[j] - p_dot_dp) * scale;
-    g[j] = j <= i ? ds : 0.0f;
-  }
+  for (int j = 0; j <= i; ++j) g[j] = p[j] * (g[j] - p_dot_dp) * scale;
+  std::fill(g + i + 1, g + width, 0.0f);
 }
 #endif
 
