@@ -145,8 +145,8 @@ struct BackwardRow {
 };
 #if defined(__AVX512F__)
 // With masks, as causal_softmax_row's AVX-512 variant, and in two passes over the row: the
-// probabilities, the dropout and the sum of p dp in the first (the sum in row_dot's lanes and
-// order: the columns after i add p = 0), d(scores) in the second.
+// probabilities, the dropout and the sum of p dp (in row_dot's lanes and order) in the first,
+// d(scores) in the second.
 inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
                                    float scale, float* multipliers, const DropoutSpec& dropout,
                                    const cpu::MaskBits& masks, int b, int h, int T) {
@@ -169,7 +169,7 @@ inline void attention_backward_row(const BackwardRow& row, int width, float scor
       dp = _mm512_mul_ps(dp, m);  // through the dropout: d(probabilities)
       store_lanes(g + j0, in_row, dp);
     }
-    lanes = _mm512_fmadd_ps(probs, dp, lanes);
+    lanes = _mm512_mask3_fmadd_ps(probs, dp, lanes, seen);  // row_dot's sum, to column i
   }
   // Through the softmax: ds = p * (dp - sum_j p_j dp_j), times the score scale.
   const __m512 p_dot_dp = _mm512_set1_ps(_mm512_reduce_add_ps(lanes));
