@@ -34,18 +34,12 @@ struct HeadSlices {
         lse(static_cast<size_t>(pair) * T) {}
 };
 
-// Turns scores s[0..i] of query row i, times `scale`, into probabilities, zeroes s[i+1..width),
-// and returns the row's log-sum-exp of the scaled scores, max + log(sum of exp(s - max)).
-//
-// With AVX-512 the loops run over the whole width in vectors of 16, masked after column i and
-// past the row's end: a loop stopping after column i would leave up to 15 columns to a scalar
-// remainder (GCC 12 makes no masked remainders; at T = 16 every row was all remainder).
 #if defined(__AVX512F__)
-// The AVX-512 variant says the selects with masks, 16 columns at a time: column j of vector j0 is
-// in the row when j < width and seen when j <= i. Written with intrinsics because GCC 12 split
-// the portable loop below at i and left both halves scalar, and summed the reduction's 16 lanes
-// one after the other: at `baby`'s rows of 32-64 columns that was most of the time attention
-// spent outside its products.
+// The AVX-512 rows say the selects with masks, 16 columns at a time: column j of vector j0 is in
+// the row when j < width and seen when j <= i. Written with intrinsics because GCC 12 split a
+// loop selecting on the column (j <= i ? e : 0) at i and left both halves scalar (-fsplit-loops),
+// and summed a reduction's 16 lanes one after the other: at `baby`'s rows of 32-64 columns that
+// was most of the time attention spent outside its products.
 inline __mmask16 lanes_before(int end, int j0) {  // lanes j0 + l < end
   return cpu::first_lanes(std::clamp(end - j0, 0, cpu::kLanes));
 }
@@ -61,8 +55,18 @@ inline void store_lanes(float* to, __mmask16 lanes, __m512 x) {
   else
     _mm512_mask_storeu_ps(to, lanes, x);
 }
+#endif
+
+// Turns scores s[0..i] of query row i, times `scale`, into probabilities, zeroes s[i+1..width),
+// and returns the row's log-sum-exp of the scaled scores, max + log(sum of exp(s - max)).
+//
+// With AVX-512 the loops run over the whole width in vectors of 16, masked after column i and
+// past the row's end: a loop stopping after column i would leave up to 15 columns to a scalar
+// remainder (GCC 12 makes no masked remainders; at T = 16 every row was all remainder).
+// Elsewhere they stop after column i and zeros follow, with no select on the column.
 inline float causal_softmax_row(float* row, int i, int width, float scale) {
   const float max_score = cpu::row_max(row, i + 1);  // scale > 0: the max of the scaled row too
+#if defined(__AVX512F__)
   const __m512 max_v = _mm512_set1_ps(max_score), scale_v = _mm512_set1_ps(scale);
   __m512 lanes = _mm512_setzero_ps();
   for (int j0 = 0; j0 < width; j0 += cpu::kLanes) {
@@ -78,13 +82,7 @@ inline float causal_softmax_row(float* row, int i, int width, float scale) {
     const __mmask16 in_row = lanes_before(width, j0);
     store_lanes(row + j0, in_row, _mm512_mul_ps(load_lanes(row + j0, in_row), inverse));
   }
-  return max_score * scale + std::log(total);
-}
 #else
-// Elsewhere: the columns up to i, then zeros after them. No loop selects on the column (j <= i ?
-// e : 0): GCC 12 splits such a loop at i and leaves both halves scalar (-fsplit-loops).
-inline float causal_softmax_row(float* row, int i, int width, float scale) {
-  const float max_score = cpu::row_max(row, i + 1);  // scale > 0: the max of the scaled row too
 #pragma omp simd
   for (int j = 0; j <= i; ++j) row[j] = cpu::vexp((row[j] - max_score) * scale);
   std::fill(row + i + 1, row + width, 0.0f);
@@ -92,9 +90,9 @@ inline float causal_softmax_row(float* row, int i, int width, float scale) {
   const float inverse = 1.0f / total;
 #pragma omp simd
   for (int j = 0; j <= i; ++j) row[j] *= inverse;
+#endif
   return max_score * scale + std::log(total);
 }
-#endif
 
 // multipliers[0..i] = mask * 1/(1-p) of query row i's weights: element (h * T + i) * T + j of
 // sample b's stream, the counters the reference and the GPU use. The forward pass draws them and
@@ -143,16 +141,16 @@ struct BackwardRow {
   int i;
   float log_sum_exp;
 };
-#if defined(__AVX512F__)
-// With masks, as causal_softmax_row's AVX-512 variant, and in two passes over the row: the
-// probabilities, the dropout and the sum of p dp (in row_dot's lanes and order) in the first,
-// d(scores) in the second.
+// With AVX-512 in two passes over the row, with masks as causal_softmax_row: the probabilities,
+// the dropout and the sum of p dp (in row_dot's lanes and order) in the first, d(scores) in the
+// second. Elsewhere the columns up to i, then zeros after them.
 inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
                                    float scale, float* multipliers, const DropoutSpec& dropout,
                                    const cpu::MaskBits& masks, int b, int h, int T) {
   float* p = row.p;
   float* g = row.g;
   const int i = row.i;
+#if defined(__AVX512F__)
   if (dropout.active()) recall_row_multipliers(multipliers, dropout, b, h, T, i, masks);
   const __m512 score_scale_v = _mm512_set1_ps(score_scale), lse = _mm512_set1_ps(row.log_sum_exp);
   __m512 lanes = _mm512_setzero_ps();
@@ -180,14 +178,7 @@ inline void attention_backward_row(const BackwardRow& row, int width, float scor
     const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(probs, _mm512_sub_ps(dp, p_dot_dp)), scale_v);
     store_lanes(g + j0, in_row, _mm512_maskz_mov_ps(seen, ds));
   }
-}
 #else
-inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
-                                   float scale, float* multipliers, const DropoutSpec& dropout,
-                                   const cpu::MaskBits& masks, int b, int h, int T) {
-  float* p = row.p;
-  float* g = row.g;
-  const int i = row.i;
   // The columns up to i, then zeros after them, as causal_softmax_row; the multipliers are there
   // up to column i.
 #pragma omp simd
@@ -207,8 +198,8 @@ inline void attention_backward_row(const BackwardRow& row, int width, float scor
 #pragma omp simd
   for (int j = 0; j <= i; ++j) g[j] = p[j] * (g[j] - p_dot_dp) * scale;
   std::fill(g + i + 1, g + width, 0.0f);
-}
 #endif
+}
 
 // to[r * ld + c] = bf16 of from[r * ld + c] for rows [0, rows) and columns [0, cols): one head's
 // slice of a (rows, ld) tensor, rounded for the product that reads the tensor next.
