@@ -105,14 +105,17 @@ TEST(PaddedVocabulary, LossGradientsAndSamplesEqualTheUnpaddedModels) {
       model->plan(B, T, true);
       model->forward(tokens.data(), targets.data(), B, T, dropout);
     }
-    EXPECT_EQ(pair.padded.read_logits(), pair.plain.read_logits());  // before backward replaces them
+    // lm_head's products run over 128 outputs instead of 65, and oneDNN may block (and so round)
+    // the sums differently for the two widths: on an AVX2-only Zen 3 its sgemm left 35 of the
+    // 3120 logits a last bit apart (relative error 1.4e-8), where AVX-512's kernels gave equal
+    // ones. So logits, loss and gradients are equal to rounding; a read of the padding (7.0 in
+    // every padded weight) would move them by far more than 1e-6.
+    EXPECT_LT(testing::relative_error(pair.padded.read_logits(), pair.plain.read_logits()), 1e-6);
     for (GPT* model : {&pair.plain, &pair.padded})
       model->backward(1.0f / (B * T), GradientUpdate::kWrite);
-    EXPECT_EQ(pair.padded.mean_loss(), pair.plain.mean_loss());
+    EXPECT_NEAR(pair.padded.mean_loss(), pair.plain.mean_loss(), 1e-6 * pair.plain.mean_loss());
     const std::vector<float> ga = pair.plain.read_gradients(), gb = pair.padded.read_gradients();
     for (const ParameterTensor& t : pair.plain.layout().tensors()) {
-      // lm_head's matrix product runs over 128 outputs instead of 65: oneDNN may block (and so
-      // round) the sums over them differently, so those gradients are equal to rounding only.
       const std::vector<float> a = saved_part(pair.plain, ga, t.name),
                                b = saved_part(pair.padded, gb, t.name);
       EXPECT_LT(testing::relative_error(b, a), 1e-6) << t.name;
