@@ -11,6 +11,7 @@
 #include "backend/cpu/dropout_masks.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/vector_math.h"
+#include "backend/cpu/vectors.h"
 
 namespace folio {
 inline namespace FOLIO_CPU_VARIANT {
@@ -34,53 +35,47 @@ struct HeadSlices {
         lse(static_cast<size_t>(pair) * T) {}
 };
 
-#if defined(__AVX512F__)
-// The AVX-512 rows say the selects with masks, 16 columns at a time: column j of vector j0 is in
-// the row when j < width and seen when j <= i. Written with intrinsics because GCC 12 split a
-// loop selecting on the column (j <= i ? e : 0) at i and left both halves scalar (-fsplit-loops),
-// and summed a reduction's 16 lanes one after the other: at `baby`'s rows of 32-64 columns that
-// was most of the time attention spent outside its products.
-inline __mmask16 lanes_before(int end, int j0) {  // lanes j0 + l < end
-  return cpu::first_lanes(std::clamp(end - j0, 0, cpu::kLanes));
-}
-// Loads and stores masked only where the row ends inside the vector: a load of what a masked
-// store wrote waits for the store to complete (no store-to-load forwarding), and each loop over a
-// row reads what the loop before it wrote.
-inline __m512 load_lanes(const float* from, __mmask16 lanes) {
-  return lanes == 0xFFFF ? _mm512_loadu_ps(from) : _mm512_maskz_loadu_ps(lanes, from);
-}
-inline void store_lanes(float* to, __mmask16 lanes, __m512 x) {
-  if (lanes == 0xFFFF)
-    _mm512_storeu_ps(to, x);
-  else
-    _mm512_mask_storeu_ps(to, lanes, x);
+#if defined(__AVX512F__) || defined(__AVX2__)
+// The vector rows (vectors.h) say the selects with masks: column j of vector j0 is in the row
+// when j < width and seen when j <= i.
+inline cpu::simd::Mask lanes_before(int end, int j0) {
+  return cpu::simd::lanes_of(end - j0);
 }
 #endif
 
 // Turns scores s[0..i] of query row i, times `scale`, into probabilities, zeroes s[i+1..width),
 // and returns the row's log-sum-exp of the scaled scores, max + log(sum of exp(s - max)).
 //
-// With AVX-512 the loops run over the whole width in vectors of 16, masked after column i and
-// past the row's end: a loop stopping after column i would leave up to 15 columns to a scalar
-// remainder (GCC 12 makes no masked remainders; at T = 16 every row was all remainder).
-// Elsewhere they stop after column i and zeros follow, with no select on the column.
+// With AVX-512 or AVX2 the loops run over the whole width in vectors, masked after column i and
+// past the row's end: a loop stopping after column i would leave up to a vector's width of
+// columns to a scalar remainder (GCC 12 makes no masked remainders; at T = 16 every row was all
+// remainder). Elsewhere they stop after column i and zeros follow, with no select on the column.
 inline float causal_softmax_row(float* row, int i, int width, float scale) {
   const float max_score = cpu::row_max(row, i + 1);  // scale > 0: the max of the scaled row too
-#if defined(__AVX512F__)
-  const __m512 max_v = _mm512_set1_ps(max_score), scale_v = _mm512_set1_ps(scale);
-  __m512 lanes = _mm512_setzero_ps();
-  for (int j0 = 0; j0 < width; j0 += cpu::kLanes) {
-    const __mmask16 in_row = lanes_before(width, j0), seen = lanes_before(i + 1, j0);
-    const __m512 x = _mm512_sub_ps(load_lanes(row + j0, in_row), max_v);
-    const __m512 e = _mm512_maskz_mov_ps(seen, cpu::vexp(_mm512_mul_ps(x, scale_v)));
-    store_lanes(row + j0, in_row, e);
-    lanes = _mm512_add_ps(lanes, e);
-  }
-  const float total = _mm512_reduce_add_ps(lanes);
-  const __m512 inverse = _mm512_set1_ps(1.0f / total);
-  for (int j0 = 0; j0 <= i; j0 += cpu::kLanes) {  // the vectors after column i's hold zeros
-    const __mmask16 in_row = lanes_before(width, j0);
-    store_lanes(row + j0, in_row, _mm512_mul_ps(load_lanes(row + j0, in_row), inverse));
+#if defined(__AVX512F__) || defined(__AVX2__)
+  using namespace cpu::simd;
+  const Vector max_v = broadcast(max_score), scale_v = broadcast(scale);
+  LaneSums sums;
+  for (int j0 = 0; j0 < width; j0 += cpu::kLanes)
+#pragma GCC unroll 2
+    for (int q = 0; q < LaneSums::kParts; ++q) {  // a block's vectors (LaneSums)
+      const int j = j0 + q * kVectorLanes;
+      if (j >= width) break;
+      const Mask in_row = lanes_before(width, j);
+      if (j > i) {  // past the diagonal: zeros
+        store_lanes(row + j, in_row, zero());
+        continue;
+      }
+      const Vector x = subtract(load_lanes(row + j, in_row), max_v);
+      const Vector e = zero_unless(lanes_before(i + 1, j), exp(multiply(x, scale_v)));
+      store_lanes(row + j, in_row, e);
+      sums.add(q, e);
+    }
+  const float total = sums.total();
+  const Vector inverse = broadcast(1.0f / total);
+  for (int j = 0; j <= i; j += kVectorLanes) {  // the vectors after column i's hold zeros
+    const Mask in_row = lanes_before(width, j);
+    store_lanes(row + j, in_row, multiply(load_lanes(row + j, in_row), inverse));
   }
 #else
 #pragma omp simd
@@ -141,42 +136,52 @@ struct BackwardRow {
   int i;
   float log_sum_exp;
 };
-// With AVX-512 in two passes over the row, with masks as causal_softmax_row: the probabilities,
-// the dropout and the sum of p dp (in row_dot's lanes and order) in the first, d(scores) in the
-// second. Elsewhere the columns up to i, then zeros after them.
+// With AVX-512 or AVX2 in two passes over the row, with masks as causal_softmax_row: the
+// probabilities, the dropout and the sum of p dp (in row_dot's lanes and order) in the first,
+// d(scores) in the second. Elsewhere the columns up to i, then zeros after them.
 inline void attention_backward_row(const BackwardRow& row, int width, float score_scale,
                                    float scale, float* multipliers, const DropoutSpec& dropout,
                                    const cpu::MaskBits& masks, int b, int h, int T) {
   float* p = row.p;
   float* g = row.g;
   const int i = row.i;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
+  using namespace cpu::simd;
   if (dropout.active()) recall_row_multipliers(multipliers, dropout, b, h, T, i, masks);
-  const __m512 score_scale_v = _mm512_set1_ps(score_scale), lse = _mm512_set1_ps(row.log_sum_exp);
-  __m512 lanes = _mm512_setzero_ps();
-  for (int j0 = 0; j0 < width; j0 += cpu::kLanes) {
-    const __mmask16 in_row = lanes_before(width, j0), seen = lanes_before(i + 1, j0);
-    const __m512 scores = load_lanes(p + j0, in_row);
-    const __m512 probs =
-        _mm512_maskz_mov_ps(seen, cpu::vexp(_mm512_fmsub_ps(scores, score_scale_v, lse)));
-    store_lanes(p + j0, in_row, probs);
-    __m512 dp = load_lanes(g + j0, in_row);
-    if (dropout.active()) {  // the multipliers are there up to column i
-      const __m512 m = _mm512_maskz_loadu_ps(seen, multipliers + j0);
-      store_lanes(row.w + j0, in_row, _mm512_mul_ps(probs, m));
-      dp = _mm512_mul_ps(dp, m);  // through the dropout: d(probabilities)
-      store_lanes(g + j0, in_row, dp);
+  const Vector score_scale_v = broadcast(score_scale), lse = broadcast(row.log_sum_exp);
+  LaneSums p_dot_dp_sums;
+  for (int j0 = 0; j0 <= i; j0 += cpu::kLanes)
+#pragma GCC unroll 2
+    for (int q = 0; q < LaneSums::kParts; ++q) {  // a block's vectors (LaneSums)
+      const int j = j0 + q * kVectorLanes;
+      if (j > i) break;
+      const Mask in_row = lanes_before(width, j), seen = lanes_before(i + 1, j);
+      const Vector scores = load_lanes(p + j, in_row);
+      const Vector probs = zero_unless(seen, exp(multiply_subtract(scores, score_scale_v, lse)));
+      store_lanes(p + j, in_row, probs);
+      Vector dp = load_lanes(g + j, in_row);
+      if (dropout.active()) {  // the multipliers are there up to column i
+        const Vector m = load_lanes(multipliers + j, seen);
+        store_lanes(row.w + j, in_row, multiply(probs, m));
+        dp = multiply(dp, m);  // through the dropout: d(probabilities)
+        store_lanes(g + j, in_row, dp);
+      }
+      p_dot_dp_sums.multiply_add_where(q, seen, probs, dp);  // row_dot's sum, to column i
     }
-    lanes = _mm512_mask3_fmadd_ps(probs, dp, lanes, seen);  // row_dot's sum, to column i
-  }
   // Through the softmax: ds = p * (dp - sum_j p_j dp_j), times the score scale.
-  const __m512 p_dot_dp = _mm512_set1_ps(_mm512_reduce_add_ps(lanes));
-  const __m512 scale_v = _mm512_set1_ps(scale);
-  for (int j0 = 0; j0 < width; j0 += cpu::kLanes) {
-    const __mmask16 in_row = lanes_before(width, j0), seen = lanes_before(i + 1, j0);
-    const __m512 dp = load_lanes(g + j0, in_row), probs = load_lanes(p + j0, in_row);
-    const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(probs, _mm512_sub_ps(dp, p_dot_dp)), scale_v);
-    store_lanes(g + j0, in_row, _mm512_maskz_mov_ps(seen, ds));
+  const Vector p_dot_dp = broadcast(p_dot_dp_sums.total());
+  const Vector scale_v = broadcast(scale);
+  for (int j0 = 0; j0 < width; j0 += kVectorLanes) {
+    const Mask in_row = lanes_before(width, j0);
+    if (j0 > i) {  // past the diagonal: zeros in all three rows
+      store_lanes(p + j0, in_row, zero());
+      store_lanes(g + j0, in_row, zero());
+      if (dropout.active()) store_lanes(row.w + j0, in_row, zero());
+      continue;
+    }
+    const Vector dp = load_lanes(g + j0, in_row), probs = load_lanes(p + j0, in_row);
+    const Vector ds = multiply(multiply(probs, subtract(dp, p_dot_dp)), scale_v);
+    store_lanes(g + j0, in_row, zero_unless(lanes_before(i + 1, j0), ds));
   }
 #else
   // The columns up to i, then zeros after them, as causal_softmax_row; the multipliers are there

@@ -79,22 +79,25 @@ void recall_row_multipliers(float* multipliers, const DropoutSpec& dropout, int 
 }
 
 // A row's two sums in LayerNorm's backward pass: of g = dy * weight, and of g * (x - mean) * rstd.
-// AVX-512: in vector lanes added as a tree at the end (see normalize_row).
+// AVX-512 and AVX2: in vector lanes added as a tree at the end (see normalize_row).
 void backward_row_sums(const float* dy, const float* weight, const float* x, float m, float s,
                        int C, float& g_sum, float& gn_sum) {
-#if defined(__AVX512F__)
-  const __m512 mean = _mm512_set1_ps(m), rstd = _mm512_set1_ps(s);
-  __m512 g_lanes = _mm512_setzero_ps(), gn_lanes = _mm512_setzero_ps();
-  for (int c = 0; c < C; c += cpu::kLanes) {
-    const __mmask16 in_row = cpu::first_lanes(std::min(C - c, cpu::kLanes));
-    const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(in_row, dy + c),
-                                   _mm512_maskz_loadu_ps(in_row, weight + c));
-    g_lanes = _mm512_add_ps(g_lanes, g);
-    const __m512 centered = _mm512_sub_ps(_mm512_maskz_loadu_ps(in_row, x + c), mean);
-    gn_lanes = _mm512_fmadd_ps(_mm512_mul_ps(g, centered), rstd, gn_lanes);  // g = 0 past C
-  }
-  g_sum = _mm512_reduce_add_ps(g_lanes);
-  gn_sum = _mm512_reduce_add_ps(gn_lanes);
+#if defined(__AVX512F__) || defined(__AVX2__)
+  using namespace cpu::simd;
+  const Vector mean = broadcast(m), rstd = broadcast(s);
+  LaneSums g_sums, gn_sums;
+  for (int c0 = 0; c0 < C; c0 += cpu::kLanes)
+#pragma GCC unroll 2
+    for (int q = 0; q < LaneSums::kParts; ++q) {  // a block's vectors (LaneSums)
+      const int c = c0 + q * kVectorLanes;
+      const Mask in_row = lanes_of(C - c);  // none past C: g = 0 there
+      const Vector g = multiply(load_lanes(dy + c, in_row), load_lanes(weight + c, in_row));
+      g_sums.add(q, g);
+      const Vector centered = subtract(load_lanes(x + c, in_row), mean);
+      gn_sums.multiply_add(q, multiply(g, centered), rstd);
+    }
+  g_sum = g_sums.total();
+  gn_sum = gn_sums.total();
 #else
   float g_total = 0.0f, gn_total = 0.0f;
 #pragma omp simd reduction(+ : g_total, gn_total)

@@ -14,7 +14,7 @@
 #include <cstddef>
 
 #include "backend/cpu/gemm.h"
-#include "backend/cpu/vector_math.h"  // the variant's namespace and <immintrin.h>
+#include "backend/cpu/vectors.h"
 
 namespace folio::cpu {
 inline namespace FOLIO_CPU_VARIANT {
@@ -30,43 +30,8 @@ constexpr int kMaxK = 64;  // the depth of a transposed B kept on the stack
 // this kernel paying for its copy of a transposed B.
 constexpr long kMaxWork = 8 * 1024;
 
-#if defined(__AVX512F__)
-constexpr int kVectorLanes = 16;
-using Vector = __m512;
-using Mask = __mmask16;
-inline Mask lanes_of(int columns_left) {
-  return columns_left >= kVectorLanes ? Mask(0xFFFF) : Mask((1u << columns_left) - 1u);
-}
-inline Vector load(const float* x) { return _mm512_loadu_ps(x); }
-inline void store(float* x, Vector v) { _mm512_storeu_ps(x, v); }
-inline Vector load(const float* x, Mask m) { return _mm512_maskz_loadu_ps(m, x); }
-inline void store(float* x, Mask m, Vector v) { _mm512_mask_storeu_ps(x, m, v); }
-inline Vector zero() { return _mm512_setzero_ps(); }
-inline Vector broadcast(float a) { return _mm512_set1_ps(a); }
-inline Vector multiply_add(Vector a, Vector b, Vector c) { return _mm512_fmadd_ps(a, b, c); }
-inline Vector multiply(Vector a, Vector b) { return _mm512_mul_ps(a, b); }
-#elif defined(__AVX2__)
-constexpr int kVectorLanes = 8;
-using Vector = __m256;
-using Mask = __m256i;
-inline Mask lanes_of(int columns_left) {
-  const int n = std::min(columns_left, kVectorLanes);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-inline Vector load(const float* x) { return _mm256_loadu_ps(x); }
-inline void store(float* x, Vector v) { _mm256_storeu_ps(x, v); }
-inline Vector load(const float* x, Mask m) { return _mm256_maskload_ps(x, m); }
-// vmaskmovps's store is slow on AMD's cores (microcoded): the lanes go out through the stack.
-inline void store(float* x, Mask m, Vector v) {
-  alignas(32) float lanes[kVectorLanes];
-  _mm256_store_ps(lanes, v);
-  const int n = _mm_popcnt_u32(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m))));
-  for (int l = 0; l < n; ++l) x[l] = lanes[l];
-}
-inline Vector zero() { return _mm256_setzero_ps(); }
-inline Vector broadcast(float a) { return _mm256_set1_ps(a); }
-inline Vector multiply_add(Vector a, Vector b, Vector c) { return _mm256_fmadd_ps(a, b, c); }
-inline Vector multiply(Vector a, Vector b) { return _mm256_mul_ps(a, b); }
+#if defined(__AVX512F__) || defined(__AVX2__)
+using namespace simd;  // whole vectors of the variant's width (vectors.h)
 #endif
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -80,7 +45,7 @@ template <int kVectors, int kRows, bool kTransposeA, bool kTail>
 inline void row_block(int i0, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc) {
   const Mask tail = lanes_of(N - (kVectors - 1) * kVectorLanes);
-  const auto load_lanes = [&](const float* x, int v) {
+  const auto load_vector = [&](const float* x, int v) {
     return kTail && v == kVectors - 1 ? load(x, tail) : load(x);
   };
   Vector sums[kRows][kVectors];
@@ -92,7 +57,7 @@ inline void row_block(int i0, int N, int K, float alpha, const float* A, int lda
     const float* b = B + size_t(k) * ldb;
     Vector b_row[kVectors];
 #pragma GCC unroll 16
-    for (int v = 0; v < kVectors; ++v) b_row[v] = load_lanes(b + v * kVectorLanes, v);
+    for (int v = 0; v < kVectors; ++v) b_row[v] = load_vector(b + v * kVectorLanes, v);
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
       const int i = i0 + r;
@@ -108,7 +73,7 @@ inline void row_block(int i0, int N, int K, float alpha, const float* A, int lda
     for (int v = 0; v < kVectors; ++v) {
       Vector result = multiply(broadcast(alpha), sums[r][v]);
       if (beta != 0.0f)
-        result = multiply_add(broadcast(beta), load_lanes(c + v * kVectorLanes, v), result);
+        result = multiply_add(broadcast(beta), load_vector(c + v * kVectorLanes, v), result);
       if (kTail && v == kVectors - 1)
         store(c + v * kVectorLanes, tail, result);
       else

@@ -8,16 +8,9 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
+#include "backend/cpu/vectors.h"
 #include "core/dropout_mask.h"
 #include "core/philox.h"
-
-#if !defined(FOLIO_CPU_VARIANT)
-#define FOLIO_CPU_VARIANT baseline
-#endif
 
 // In the instruction set's own namespace (cpu_backend.h): an inline function compiled for AVX-512
 // must never stand in for the baseline copy when the linker keeps one of each.
@@ -87,87 +80,89 @@ inline float from_bf16(uint16_t x) {
 // Reductions over a row the compiler leaves scalar when written as `m = max(m, x[j])` or
 // `d += a[j] * b[j]`: a chain of dependent instructions, one element per 4 cycles (the
 // compiler may not reorder float sums on its own, and GCC 12 left attention's backward
-// `#pragma omp simd reduction` loop scalar too). Here kLanes independent partial results are
-// kept in a fixed-size array, which vectorises, and combined in a fixed order: the same bits at
-// every vector width.
-constexpr int kLanes = 16;
-
-#if defined(__AVX512F__)
-// The AVX-512 variant says it with masks: GCC 12 turned the portable loops below into 16 scalar
-// max (or add) chains, and a row shorter than 16 (`tiny`'s) into the scalar remainder alone. The
-// same lanes and the same order of the final sum (halves added, as `_mm512_reduce_add_ps` does).
-inline __mmask16 first_lanes(int count) { return static_cast<__mmask16>((1u << count) - 1u); }
+// `#pragma omp simd reduction` loop scalar too). Here kLanes (vectors.h) independent partial
+// results are kept and combined in a fixed order: the same bits at every vector width.
+#if defined(__AVX512F__) || defined(__AVX2__)
+// With AVX-512 or AVX2 in whole vectors (vectors.h), the row's end masked: GCC 12 turned the
+// portable loops below into 16 scalar max (or add) chains, and a row shorter than 16 (`tiny`'s)
+// into the scalar remainder alone.
 
 // the largest of x[0..n), n >= 1
 inline float row_max(const float* x, int n) {
-  __m512 lanes = _mm512_set1_ps(x[0]);
+  using namespace simd;
+  Vector lanes = broadcast(x[0]);
   int j = 0;
-  for (; j + kLanes <= n; j += kLanes) lanes = _mm512_max_ps(lanes, _mm512_loadu_ps(x + j));
-  if (j < n) lanes = _mm512_max_ps(lanes, _mm512_mask_loadu_ps(lanes, first_lanes(n - j), x + j));
-  return _mm512_reduce_max_ps(lanes);
+  for (; j + kVectorLanes <= n; j += kVectorLanes) lanes = maximum(lanes, load(x + j));
+  if (j < n) {
+    const Mask tail = lanes_of(n - j);
+    lanes = maximum(lanes, select(tail, load(x + j, tail), lanes));
+  }
+  return reduce_max(lanes);
 }
+
+// The sums below take whole blocks of kLanes, then the last block's vectors masked (lanes past n
+// read as 0; a vector wholly past n reads nothing).
+constexpr int kParts = simd::LaneSums::kParts;
 
 // the sum of x[j], j < n
 inline float row_sum(const float* x, int n) {
-  __m512 lanes = _mm512_setzero_ps();
+  using namespace simd;
+  LaneSums sums;
   int j = 0;
-  for (; j + kLanes <= n; j += kLanes) lanes = _mm512_add_ps(lanes, _mm512_loadu_ps(x + j));
-  if (j < n) lanes = _mm512_add_ps(lanes, _mm512_maskz_loadu_ps(first_lanes(n - j), x + j));
-  return _mm512_reduce_add_ps(lanes);
+  for (; j + kLanes <= n; j += kLanes)
+#pragma GCC unroll 2
+    for (int q = 0; q < kParts; ++q) sums.add(q, load(x + j + q * kVectorLanes));
+  if (j < n)
+#pragma GCC unroll 2
+    for (int q = 0; q < kParts; ++q) {
+      const int k = j + q * kVectorLanes;
+      sums.add(q, load(x + k, lanes_of(n - k)));
+    }
+  return sums.total();
 }
 
 // the sum of (x[j] - m)^2, j < n
 inline float row_squared_deviations(const float* x, float m, int n) {
-  const __m512 mean = _mm512_set1_ps(m);
-  __m512 lanes = _mm512_setzero_ps();
+  using namespace simd;
+  const Vector mean = broadcast(m);
+  LaneSums sums;
   int j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), mean);
-    lanes = _mm512_fmadd_ps(d, d, lanes);
-  }
-  if (j < n) {
-    const __mmask16 tail = first_lanes(n - j);
-    const __m512 d = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, x + j), mean);
-    lanes = _mm512_fmadd_ps(d, d, lanes);  // 0 in the lanes past n
-  }
-  return _mm512_reduce_add_ps(lanes);
+  for (; j + kLanes <= n; j += kLanes)
+#pragma GCC unroll 2
+    for (int q = 0; q < kParts; ++q) {
+      const Vector d = subtract(load(x + j + q * kVectorLanes), mean);
+      sums.multiply_add(q, d, d);
+    }
+  if (j < n)
+#pragma GCC unroll 2
+    for (int q = 0; q < kParts; ++q) {
+      const int k = j + q * kVectorLanes;
+      const Mask tail = lanes_of(n - k);
+      const Vector d = zero_unless(tail, subtract(load(x + k, tail), mean));
+      sums.multiply_add(q, d, d);  // 0 in the lanes past n
+    }
+  return sums.total();
 }
 
 // the sum of a[j] * b[j], j < n
 inline float row_dot(const float* a, const float* b, int n) {
-  __m512 lanes = _mm512_setzero_ps();
+  using namespace simd;
+  LaneSums sums;
   int j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    lanes = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), lanes);
-  if (j < n) {
-    const __mmask16 tail = first_lanes(n - j);
-    lanes = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + j),
-                                  _mm512_maskz_loadu_ps(tail, b + j), lanes, tail);
-  }
-  return _mm512_reduce_add_ps(lanes);
-}
-
-// vexp of 16 lanes, the scalar vexp's steps written out: loops of softmax rows call it where
-// GCC 12, given the scalar one in a loop with a select on the column (j <= i ? e : 0), split the
-// loop at i (-fsplit-loops, on at -O3) and left both halves scalar.
-inline __m512 vexp(__m512 x) {
-  const __m512 clamped =
-      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-  const __m512 shifter = _mm512_set1_ps(12582912.0f);
-  const __m512 n = _mm512_sub_ps(
-      _mm512_fmadd_ps(clamped, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-  const __m512i exponent_bits =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(exponent_bits));
+#pragma GCC unroll 2
+    for (int q = 0; q < kParts; ++q) {
+      const int k = j + q * kVectorLanes;
+      sums.multiply_add(q, load(a + k), load(b + k));
+    }
+  if (j < n)
+#pragma GCC unroll 2
+    for (int q = 0; q < kParts; ++q) {
+      const int k = j + q * kVectorLanes;
+      const Mask tail = lanes_of(n - k);
+      sums.multiply_add_where(q, tail, load(a + k, tail), load(b + k, tail));
+    }
+  return sums.total();
 }
 #else
 // the largest of x[0..n), n >= 1
