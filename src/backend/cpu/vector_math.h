@@ -81,7 +81,7 @@ inline float from_bf16(uint16_t x) {
 // `d += a[j] * b[j]`: a chain of dependent instructions, one element per 4 cycles (the
 // compiler may not reorder float sums on its own, and GCC 12 left attention's backward
 // `#pragma omp simd reduction` loop scalar too). Here kLanes (vectors.h) independent partial
-// results are kept and combined in a fixed order: the same bits at every vector width.
+// results are kept and combined in a fixed order, the same at every vector width.
 #if defined(__AVX512F__) || defined(__AVX2__)
 // With AVX-512 or AVX2 in whole vectors (vectors.h), the row's end masked: GCC 12 turned the
 // portable loops below into 16 scalar max (or add) chains, and a row shorter than 16 (`tiny`'s)

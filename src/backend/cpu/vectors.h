@@ -24,7 +24,8 @@ namespace folio::cpu {
 inline namespace FOLIO_CPU_VARIANT {
 
 // Partial sums of the row reductions are kept in this many lanes at every width, and added as a
-// tree at the end: the same order, so the same bits, from AVX-512, AVX2 and the portable loops.
+// tree at the end: the same order from AVX-512, AVX2 and the portable loops (the vector widths
+// multiply-add alike, so they give the same bits; the baseline build has no fma).
 constexpr int kLanes = 16;
 
 #if defined(__AVX512F__) || defined(__AVX2__)
