@@ -46,7 +46,7 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
                     micro == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
     if (measure_loss) loss += model_.mean_loss();
   }
-  if (!recording_) issued_once_ = true;
+  if (!recording_) issued_plan_ = model_.plans_made();
   sum_gradients_over_ranks();
   // Clipping reads the gradients' norm; it is summed once here, and first_non_finite reuses it.
   norm_summed_ = false;
@@ -100,14 +100,25 @@ void TrainingStep::record(uint32_t step, double learning_rate) {
 }
 
 bool TrainingStep::replays() const {
-  return config_.cuda_graph && issued_once_ && communicator_.world_size() == 1 &&
+  return config_.cuda_graph && issued_plan_ != 0 && communicator_.world_size() == 1 &&
          model_.backend().supports_step_capture();
 }
 
 void TrainingStep::replay_or_record(uint32_t step, double learning_rate) {
   if (!replays()) throw Error("internal: replay_or_record() where replays() is false");
-  // The recording holds the activations' addresses: a new plan (a larger batch) records again.
-  if (recorded_plan_ != model_.plans_made()) record(step, learning_rate);
+  // The recording holds the activations' addresses: a new plan (a forward on a larger batch)
+  // records again, once a step has run op by op under it. Recording allocates nothing, and the
+  // first step on new activations must: the bf16 copies that products read, kept per address,
+  // and scratch memory where no copy is kept (on an H200, 2026-11-27, a recording right after a
+  // plan threw "growing scratch memory").
+  if (recorded_plan_ != model_.plans_made()) {
+    if (issued_plan_ != model_.plans_made()) {
+      compute_gradients(step, /*measure_loss=*/false);
+      update(learning_rate);
+      return;
+    }
+    record(step, learning_rate);
+  }
   replay(step, learning_rate);
 }
 

@@ -62,7 +62,9 @@ class TrainingStep {
   void replay(uint32_t step, double learning_rate);
   // Whether the step can be recorded here (a backend that records, one rank, cuda_graph) and
   // one has run op by op; then compute_gradients + update for the batches drawn, as a replay of
-  // the recording, made first or again when the model has been planned anew since.
+  // the recording, made first or again when the model has been planned anew since. After a new
+  // plan the first such step runs op by op instead: the recording may not allocate, and the new
+  // activations' bf16 copies and the scratch memory are made by a step that runs.
   bool replays() const;
   void replay_or_record(uint32_t step, double learning_rate);
 
@@ -82,8 +84,10 @@ class TrainingStep {
   DeviceBuffer squared_norm_;  // the gradients' squared global norm, for clipping and checks
   bool norm_summed_ = false;   // squared_norm_ holds this step's (summed over the ranks) norm
   bool recording_ = false;
-  bool issued_once_ = false;          // a step has run op by op (and sized the scratch memory)
-  uint64_t recorded_plan_ = 0;        // GPT::plans_made() at the recording; 0: none made
+  // GPT::plans_made() at the last step run op by op (it sized the scratch memory for that plan)
+  // and at the recording; 0: none.
+  uint64_t issued_plan_ = 0;
+  uint64_t recorded_plan_ = 0;
 };
 
 }  // namespace folio

@@ -286,8 +286,10 @@ TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
 }
 
 // As the trainer runs them: logged steps op by op, the others replayed (recorded at the first
-// one), and recorded again after the model is planned anew; nanoGPT's structure, with its
-// embedding dropout. The parameters must be those of steps all issued op by op, to the bit.
+// one), and recorded again after the model is planned anew, once a step has run op by op on the
+// new activations (recording right after the plan threw "growing scratch memory" on an H200,
+// 2026-11-27); nanoGPT's structure, with its embedding dropout. The parameters must be those of
+// steps all issued op by op, to the bit.
 TEST_F(CudaModel, TrainerReplaysBetweenIssuedStepsAndRecordsAgainAfterAPlan) {
   const Config c = test_config("nanogpt_char", 4);
   ASSERT_GT(c.embedding_dropout, 0.0);
