@@ -107,7 +107,7 @@ __device__ void add_warps_into_block_partials(float* dweight_partials, float* db
 // and, fused (kDropoutAdd), dbranch = dropout(the updated dinp). Parameter gradients: each warp
 // sums its rows into its own shared-memory rows (a channel only ever touched by its owning
 // lane), the block adds its warps in order into one partial row per block, and
-// add_partial_sums() adds the blocks in order.
+// add_partial_sums() adds the blocks in a fixed order.
 template <bool kDropoutAdd>
 __global__ void layernorm_backward_kernel(float* dinp, float* dbranch, bf16* dbranch_bf16,
                                           float* dweight_partials, float* dbias_partials,
