@@ -4,25 +4,25 @@
 # packages: run bench/gpu/prepare_gpu_carry.sh on the build machine first, so that .carry/ holds
 # nlohmann-json, GoogleTest, cairo and tiny-Shakespeare, and carry .carry along.
 #
-# A session's device time is 15 minutes in all, starts included. Seen on an H200 on 2026-11-27,
-# each call right after the last on the warm machine: a start about 30 s; `tests` 283 s (the build
-# 75 s, the `gpu` label 127 s, two torch.compile peers 63 s), `full` 254 s (the seed run 104 s,
-# nanogpt_char 69 s), `sanitize` 133 s: 716 s held in all. So: `FOLIO_GPU_BUDGET=330
-# bench/gpu/gpu_check.sh tests`, then at once `FOLIO_GPU_BUDGET=440 ... full`, then at once
-# `FOLIO_GPU_BUDGET=245 ... sanitize` (FOLIO_GPU_BUDGET: the seconds for one mode, default 470; a
-# mode cuts its last steps to fit). Give the machine back (give_back) at once after the last call:
-# its idle 30 s count too, and a start needs 4 minutes left. Since then `tests` has more steps
-# (the attention kernels in registers: three benches, a profile, their tests; two ncu runs) and
-# `full` two (GPT-2 with them, and its peer in reduce-overhead mode): give `tests` about 420 s and
-# `full` 480, and leave `sanitize` (clean that day) to a session with time over.
+# A session's device time is 15 minutes in all, starts included. Seen on an H200 on 2026-11-27
+# (the second session that day), each call right after the last on the warm machine: a fresh
+# start and `tests` 356 s held (the build 79 s, the `gpu` label 135 s, two torch.compile peers
+# 63 s, two ncu runs 17 s; 320 s of command), then `full` 304 s (the seed run 103 s, nanogpt_char
+# 69 s, GPT-2 and its two peers 91 s): 669 s held, 230 s left, too few for another start. So:
+# `FOLIO_GPU_BUDGET=400 bench/gpu/gpu_check.sh tests` (timeout 440), then at once
+# `FOLIO_GPU_BUDGET=455 ... full` (FOLIO_GPU_BUDGET: the seconds for one mode, default 470; a mode
+# cuts its last steps to fit), and give the machine back (give_back) at once after the last call:
+# its idle 30 s count too, and a start needs 4 minutes left. `sanitize` (133 s, clean on the
+# first session of that day) fits only a session that skips `full`.
 #
 #   bench/gpu/gpu_check.sh tests      build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
 #                                     against the CPU reference, fp32 and bf16; the model against
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
 #                                     same GPU); folio bench with and without the graph, with the
-#                                     attention kernels in registers (FOLIO_ATTENTION_FORWARD and
-#                                     _BACKWARD=registers), and its per-op profile; the PyTorch
+#                                     attention kernels both wmma and both in registers
+#                                     (FOLIO_ATTENTION_FORWARD and _BACKWARD), and its per-op
+#                                     profile each way; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
 #                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py).
@@ -199,8 +199,10 @@ for candidate in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
   [ -z "$ncu" ] && [ -x "$candidate" ] && ncu="$candidate"
 done
 folio="$build/folio"
-# the attention kernels with their scores in registers (attention_registers.cu), both sides
+# the attention kernels with their scores in registers (attention_registers.cu), both sides, and
+# the WMMA ones (attention_flash_bf16.cu) both sides
 in_registers=(env FOLIO_ATTENTION_FORWARD=registers FOLIO_ATTENTION_BACKWARD=registers)
+wmma_attention=(env FOLIO_ATTENTION_FORWARD=wmma FOLIO_ATTENTION_BACKWARD=wmma)
 gpu_tests="$build/tests/gpu/folio_gpu_tests"
 
 {
@@ -248,12 +250,10 @@ case "$mode" in
       --warmup 5
     step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
-    # attention with its scores in registers (attention_registers.cu), the candidate default:
-    # each side alone, both, and where the step's time then goes
-    step "folio bench, forward in registers" 30 env FOLIO_ATTENTION_FORWARD=registers "$folio" \
-      bench --config shakespeare_char --device cuda --steps 50 --warmup 5
-    step "folio bench, backward in registers" 30 env FOLIO_ATTENTION_BACKWARD=registers "$folio" \
-      bench --config shakespeare_char --device cuda --steps 50 --warmup 5
+    # the attention kernels each way (the default: forward in registers, backward wmma;
+    # cuda_backend.cu): both wmma, and both in registers
+    step "folio bench, attention wmma" 30 "${wmma_attention[@]}" "$folio" bench \
+      --config shakespeare_char --device cuda --steps 50 --warmup 5
     step "folio bench, attention in registers" 30 "${in_registers[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 50 --warmup 5
@@ -341,7 +341,11 @@ case "$mode" in
     # says, in both)
     step "folio bench gpt2" 60 "$folio" bench --config gpt2 --device cuda --vocab_size 50257 \
       --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
-    # attention is most of what T = 1024 adds: the kernels with their scores in registers
+    # attention is most of what T = 1024 adds: the kernels both wmma, and both in registers (the
+    # default has the forward in registers, the backward wmma: these two time each side's choice)
+    step "folio bench gpt2, attention wmma" 60 "${wmma_attention[@]}" "$folio" bench \
+      --config gpt2 --device cuda --vocab_size 50257 --batch_size=16 --block_size=1024 \
+      --grad_accum=1 --steps 20 --warmup 3
     step "folio bench gpt2, attention in registers" 60 "${in_registers[@]}" \
       "$folio" bench --config gpt2 --device cuda \
       --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3

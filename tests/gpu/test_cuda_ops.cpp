@@ -174,12 +174,27 @@ int check_tensor_core_cases(Backend& backend) {
   return cases + 2;
 }
 
-TEST_F(CudaOps, FlashAttentionOnTensorCores) {
+// A bf16 backend whose tensor-core attention runs the kernels with their scores in registers
+// (attention_registers.cu) or the WMMA ones (attention_flash_bf16.cu), each side as asked
+// (FOLIO_ATTENTION_FORWARD / _BACKWARD, read when a backend is made): every variant is tested
+// whatever the defaults are.
+std::unique_ptr<Backend> backend_with_attention_kernels(bool forward, bool backward) {
+  ::setenv("FOLIO_ATTENTION_FORWARD", forward ? "registers" : "wmma", 1);
+  ::setenv("FOLIO_ATTENTION_BACKWARD", backward ? "registers" : "wmma", 1);
   auto backend = cuda_backend("bf16");
+  ::unsetenv("FOLIO_ATTENTION_FORWARD");
+  ::unsetenv("FOLIO_ATTENTION_BACKWARD");
+  return backend;
+}
+
+// The WMMA kernels both ways.
+TEST_F(CudaOps, FlashAttentionOnTensorCores) {
+  auto backend = backend_with_attention_kernels(false, false);
   const int cases = check_tensor_core_cases(*backend);
   // Every case forward and backward on the tensor cores, none on the fp32 or unfused kernels.
   EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
   EXPECT_EQ(launches(*backend).tensor_core_backward, cases);
+  EXPECT_EQ(launches(*backend).register_forward + launches(*backend).register_backward, 0);
   EXPECT_EQ(launches(*backend).fp32_flash_forward + launches(*backend).fp32_flash_backward +
                 launches(*backend).unfused_forward + launches(*backend).unfused_backward,
             0);
@@ -204,21 +219,10 @@ void check_rows_after_q_start(Backend& backend) {
   EXPECT_LT(relative_error(result, out), kBf16Attention);
 }
 
-// The kernels with their scores in registers (attention_registers.cu), chosen by
-// FOLIO_ATTENTION_FORWARD / FOLIO_ATTENTION_BACKWARD=registers when a backend is made: the same
-// cases as the default kernels, each side alone (the other side's default kernel reading what it
-// saved, or saving what it reads) and both.
-std::unique_ptr<Backend> backend_with_register_attention(bool forward, bool backward) {
-  ::setenv("FOLIO_ATTENTION_FORWARD", forward ? "registers" : "wmma", 1);
-  ::setenv("FOLIO_ATTENTION_BACKWARD", backward ? "registers" : "wmma", 1);
-  auto backend = cuda_backend("bf16");
-  ::unsetenv("FOLIO_ATTENTION_FORWARD");
-  ::unsetenv("FOLIO_ATTENTION_BACKWARD");
-  return backend;
-}
-
+// The same cases with the scores in registers, each side alone (the other side's WMMA kernel
+// reading what it saved, or saving what it reads) and both.
 TEST_F(CudaOps, FlashAttentionForwardInRegisters) {
-  auto backend = backend_with_register_attention(true, false);
+  auto backend = backend_with_attention_kernels(true, false);
   const int cases = check_tensor_core_cases(*backend);
   EXPECT_EQ(launches(*backend).register_forward, cases);
   EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
@@ -227,7 +231,7 @@ TEST_F(CudaOps, FlashAttentionForwardInRegisters) {
 }
 
 TEST_F(CudaOps, FlashAttentionBackwardInRegisters) {
-  auto backend = backend_with_register_attention(false, true);
+  auto backend = backend_with_attention_kernels(false, true);
   const int cases = check_tensor_core_cases(*backend);
   // every case but head size 128's two (its accumulators would spill: the WMMA kernels take it)
   EXPECT_EQ(launches(*backend).register_backward, cases - 2);
@@ -250,7 +254,7 @@ TEST_F(CudaOps, AttentionKernelChoiceRefusesAnUnknownName) {
 }
 
 TEST_F(CudaOps, FlashAttentionInRegistersBothWays) {
-  auto backend = backend_with_register_attention(true, true);
+  auto backend = backend_with_attention_kernels(true, true);
   const int cases = check_tensor_core_cases(*backend);
   EXPECT_EQ(launches(*backend).register_forward, cases);
   EXPECT_EQ(launches(*backend).register_backward, cases - 2);
@@ -275,7 +279,7 @@ TEST_F(CudaOps, UnfusedAttention) {
 }
 
 TEST_F(CudaOps, TensorCoreAttentionRecomputesOnlyTheRowsAfterQStart) {
-  check_rows_after_q_start(*cuda_backend("bf16"));
+  check_rows_after_q_start(*backend_with_attention_kernels(false, false));  // WMMA's
 }
 
 // ---- the fused pairs ----------------------------------------------------------------------------

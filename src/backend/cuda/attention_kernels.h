@@ -79,8 +79,8 @@ void flash_attention_backward_fp32(const AttentionBackwardArgs& args, cudaStream
 bool tensor_core_attention_supports(int head_size);
 void flash_attention_forward_bf16(const AttentionForwardArgs& args, cudaStream_t stream);
 // The same with the scores in registers (attention_registers.cu: mma.sync, FlashAttention-2's
-// arrangement), chosen by FOLIO_ATTENTION_FORWARD=registers and FOLIO_ATTENTION_BACKWARD=registers
-// until they have been measured on a GPU; the backward takes head sizes up to 64.
+// arrangement): the forward by default, the backward by FOLIO_ATTENTION_BACKWARD=registers
+// (cuda_backend.cu says why); the backward takes head sizes up to 64.
 void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream);
 bool register_attention_backward_supports(int head_size);
 void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream);

@@ -1,8 +1,8 @@
 // Tensor-core attention with the scores in registers: FlashAttention-2's arrangement of the
 // kernels in attention_flash_bf16.cu (attention_kernels.h has the algorithm; the numerics are the
-// same: bf16 operands, fp32 scores, statistics and accumulators, row sums before dropout), chosen
-// by FOLIO_ATTENTION_FORWARD=registers and FOLIO_ATTENTION_BACKWARD=registers until a GPU has
-// measured them against those.
+// same: bf16 operands, fp32 scores, statistics and accumulators, row sums before dropout). The
+// forward is the default, the backward chosen by FOLIO_ATTENTION_BACKWARD=registers (what each
+// measured on an H200: cuda_backend.cu).
 //
 // Each warp keeps its 16 rows' operands, scores, probabilities and accumulators in registers;
 // only the other side's rows (64 at a step) pass through shared memory. The products are PTX

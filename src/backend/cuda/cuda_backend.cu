@@ -50,13 +50,18 @@ namespace {
 
 // Which tensor-core attention kernels run, each side: "wmma" (attention_flash_bf16.cu, products
 // through shared memory) or "registers" (attention_registers.cu, FlashAttention-2's arrangement).
-// The default stays wmma until the register kernels have passed and measured faster on a GPU;
-// FOLIO_ATTENTION_FORWARD and FOLIO_ATTENTION_BACKWARD choose either way.
-constexpr const char* kDefaultAttentionKernels = "wmma";
+// Measured on an H200 (bench/gpu/gpu_check.sh, 2026-11-27), both passing every GPU test: the
+// forward kernels take the same time at T = 256 (0.97 ms a step, ncu), and with both sides in
+// registers GPT-2's step at T = 1024 fell from 64.5 to 55.2 ms: the forward runs in registers. The
+// backward in registers was slower at T = 256 (its key/value kernel 1.67 ms against 1.22), so it
+// stays wmma until a GPU has timed each side at T = 1024 alone. FOLIO_ATTENTION_FORWARD and
+// FOLIO_ATTENTION_BACKWARD choose either way.
+constexpr const char* kDefaultForwardKernels = "registers";
+constexpr const char* kDefaultBackwardKernels = "wmma";
 
-bool attention_kernels_in_registers(const char* variable) {
+bool attention_kernels_in_registers(const char* variable, const char* default_kernels) {
   const char* set = std::getenv(variable);
-  const std::string value = set && *set ? set : kDefaultAttentionKernels;
+  const std::string value = set && *set ? set : default_kernels;
   if (value != "registers" && value != "wmma")
     throw Error(std::string(variable) + "=" + value + ": expected registers or wmma");
   return value == "registers";
@@ -71,8 +76,10 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   check_cuda(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
   gpu_name_ = properties.name;
   sm_count_ = properties.multiProcessorCount;
-  forward_in_registers_ = attention_kernels_in_registers("FOLIO_ATTENTION_FORWARD");
-  backward_in_registers_ = attention_kernels_in_registers("FOLIO_ATTENTION_BACKWARD");
+  forward_in_registers_ =
+      attention_kernels_in_registers("FOLIO_ATTENTION_FORWARD", kDefaultForwardKernels);
+  backward_in_registers_ =
+      attention_kernels_in_registers("FOLIO_ATTENTION_BACKWARD", kDefaultBackwardKernels);
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {

@@ -263,9 +263,9 @@ class CudaBackend final : public Backend {
   void abandon_step_capture() noexcept;  // ends a recording that an error cut short
 
   AttentionLaunches attention_launches_;
-  // FOLIO_ATTENTION_FORWARD=registers and FOLIO_ATTENTION_BACKWARD=registers at construction:
-  // the tensor-core attention keeps its scores in registers (attention_registers.cu), an
-  // alternative until measured on a GPU.
+  // FOLIO_ATTENTION_FORWARD and FOLIO_ATTENTION_BACKWARD (registers or wmma) at construction:
+  // the tensor-core attention keeps its scores in registers (attention_registers.cu) or passes
+  // them through shared memory (attention_flash_bf16.cu); the defaults are in cuda_backend.cu.
   bool forward_in_registers_ = false;
   bool backward_in_registers_ = false;
 };
