@@ -22,11 +22,36 @@ void round_to_bf16(cpu::bf16* out, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = cpu::to_bf16(x[i]);
 }
 
+// Products of up to this many multiply-adds (all of `tiny`'s and seed004's, none of `baby`'s)
+// split poorly over threads inside one sgemm: on a 2-core Zen 3 `tiny`'s nine products a step
+// ran 1.5x faster on 2 threads than on 1. Below it the threads split the work themselves, each
+// calling sgemm on its own share: a forward product's rows, or the backward pass's two
+// gradients, which cost the same (backward 0.245 -> 0.203 ms a step, forward 0.137 -> 0.115).
+constexpr size_t kSmallProduct = size_t(8) << 20;
+
+bool small_product(int N, int IC, int OC) {
+  return size_t(N) * IC * OC <= kSmallProduct;
+}
+
 }  // namespace
 
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
                                 const float* bias, int N, int IC, int OC) {
   if (bf16_) return linear_bf16(out, inp, weight, bias, N, IC, OC, /*relu=*/false);
+  if (threads_ > 1 && small_product(N, IC, OC)) {
+#pragma omp parallel num_threads(threads_)
+    {
+      const int share = (N + omp_get_num_threads() - 1) / omp_get_num_threads();
+      const int first = std::min(N, share * omp_get_thread_num());
+      const int rows = std::min(N, first + share) - first;
+      float* my_out = out + static_cast<size_t>(first) * OC;
+      if (bias)
+        for (int i = 0; i < rows; ++i) std::copy_n(bias, OC, my_out + static_cast<size_t>(i) * OC);
+      cpu::sgemm_serial(false, true, rows, OC, IC, 1.0f, inp + static_cast<size_t>(first) * IC, IC,
+                        weight, IC, bias ? 1.0f : 0.0f, my_out, OC);
+    }
+    return;
+  }
   if (bias) {
     // Start from the bias in every row and let the product accumulate onto it (beta = 1).
 #pragma omp parallel for schedule(static)
@@ -89,6 +114,28 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, cons
     // element (a pass over dout costs as much as a product at shakespeare_char's shapes). The
     // sum is of the rounded gradient, as the bias's is in PyTorch's bf16 autocast.
     if (dbias) cpu::gemm_bf16(false, false, 1, OC, N, ones_bf16(N), N, dout16, OC, add, dbias, OC);
+    return;
+  }
+  if (dinp && threads_ > 1 && small_product(N, IC, OC)) {
+    // One thread each for the two gradients; the bias's column sums go with the weight's.
+#pragma omp parallel sections num_threads(2)
+    {
+#pragma omp section
+      cpu::sgemm_serial(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
+#pragma omp section
+      {
+        cpu::sgemm_serial(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, add ? 1.0f : 0.0f,
+                          dweight, IC);
+        if (dbias) {
+          if (!add) std::fill(dbias, dbias + OC, 0.0f);
+          for (int i = 0; i < N; ++i) {
+            const float* row = dout + static_cast<size_t>(i) * OC;
+#pragma omp simd
+            for (int o = 0; o < OC; ++o) dbias[o] += row[o];
+          }
+        }
+      }
+    }
     return;
   }
   if (dinp) cpu::sgemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
