@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/shared_kernels.h"
 #include "backend/reference/attention.h"
 #include "backend/reference/dropout_add.h"
 #include "backend/reference/embedding.h"
@@ -359,6 +360,33 @@ TEST_F(CudaOps, LayerNormAtTheModelsWidth) {
   EXPECT_LT(relative_error(to_host(*backend, d_out, out.size()), out), kFp32Tolerance);
   EXPECT_LT(relative_error(to_host(*backend, d_dx, dx.size()), dx), kFp32Tolerance);
   EXPECT_LT(relative_error(to_host(*backend, d_dw, C), dw), kFp32Tolerance);
+}
+
+// The parameter gradients' last sum (LayerNorm's, and biases' without cuBLASLt's epilogue):
+// out[j] += the sum of parts partial rows, in a fixed order. Part counts below, at and past the
+// kernel's 32 interleaved runs, and column counts below, across and not a multiple of its blocks
+// of 32; the same bits on a second run.
+TEST_F(CudaOps, PartialSumsAddEveryPartOnce) {
+  auto backend = cuda_backend("fp32");
+  const auto stream = static_cast<cudaStream_t>(backend->native_stream());
+  for (const auto& [parts, cols] :
+       {std::pair{1, 1}, {31, 53}, {32, 384}, {33, 384}, {512, 384}, {700, 768}}) {
+    SCOPED_TRACE(::testing::Message() << parts << " parts of " << cols << " columns");
+    const Floats partials = random_vector<float>(size_t(parts) * cols, 20),
+                 start = random_vector<float>(cols, 21);
+    auto d_partials = to_device(*backend, partials);
+    Doubles expected(start.begin(), start.end());
+    for (int p = 0; p < parts; ++p)
+      for (int j = 0; j < cols; ++j) expected[j] += partials[size_t(p) * cols + j];
+    std::vector<Floats> runs;
+    for (int run = 0; run < 2; ++run) {
+      auto d_out = to_device(*backend, start);
+      cuda::add_partial_sums(d_out.as<float>(), d_partials.as<float>(), parts, cols, stream);
+      runs.push_back(to_host(*backend, d_out, cols));
+    }
+    EXPECT_LT(relative_error(runs[0], expected), kFp32Tolerance);
+    EXPECT_EQ(runs[0], runs[1]);
+  }
 }
 
 // ---- embedding over a full batch, with one token far more common than the rest ------------------
