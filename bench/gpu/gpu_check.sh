@@ -25,7 +25,8 @@
 #                                     profile each way; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
-#                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py).
+#                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py)
+#                                     and racecheck on the register attention and partial sums.
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); kill -9 and resume on the GPU, bit-identical;
@@ -285,6 +286,13 @@ case "$mode" in
       done
     else
       rows+=("| ncu kernels | FAIL | 0 | ncu not found (looked on PATH, in /usr/local/cuda and /opt/nvidia) |")
+    fi
+    # racecheck on the kernels newest to a GPU, with what the budget leaves (`sanitize`, which
+    # racechecks every attention test, has not fitted beside `full` in a session): the register
+    # attention kernels (the forward is the default) and the partial sums' shared-memory adds
+    if [ -n "$sanitizer" ]; then
+      step "sanitize racecheck newest kernels" 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
+        "$gpu_tests" --gtest_filter='CudaOps.FlashAttention*InRegisters*:CudaOps.PartialSums*'
     fi
     ;;
   sanitize)
