@@ -5,15 +5,16 @@
 // cache lines of q, k, v and out (`tiny`'s heads are 10 floats), and two threads writing one line
 // pass it back and forth (one pair at a time, `tiny`'s attention took 1.2x as long on a 2-core Zen
 // 3 in its quiet minutes, 2x in its busy ones; by whole samples the threads still balance, taking
-// the next sample as each finishes). For each strip of kRowBlock queries the scores against the
-// keys the strip can see (its last row + 1 columns: the masked upper triangle costs little beyond
-// the diagonal block) go to a kRowBlock x T scratch of the thread, become probabilities and
-// multiply v. A strip holds whole rows, so the softmax is the exact two-pass one (no running
-// rescaling as on a GPU, whose tiles hold only part of a row). The pass keeps each row's
-// log-sum-exp, B * H * T floats; the backward pass recomputes a strip's probabilities from it, p =
-// exp(score - lse), and draws the dropout masks again from the same counters. A thread's scratch is
-// three strips: 1.5 MiB at T = 2048, where storing the probabilities took 768 MiB per layer of the
-// shakespeare_char model at 16,384 tokens per step.
+// the next sample as each finishes). With fewer samples than two a thread (B = 1) they take a
+// pair at a time, or one thread would have them all. For each strip of kRowBlock queries the scores
+// against the keys the strip can see (its last row + 1 columns: the masked upper triangle costs
+// little beyond the diagonal block) go to a kRowBlock x T scratch of the thread, become
+// probabilities and multiply v. A strip holds whole rows, so the softmax is the exact two-pass one
+// (no running rescaling as on a GPU, whose tiles hold only part of a row). The pass keeps each
+// row's log-sum-exp, B * H * T floats; the backward pass recomputes a strip's probabilities from
+// it, p = exp(score - lse), and draws the dropout masks again from the same counters. A thread's
+// scratch is three strips: 1.5 MiB at T = 2048, where storing the probabilities took 768 MiB per
+// layer of the shakespeare_char model at 16,384 tokens per step.
 //
 // With --dtype bf16 on a CPU with AMX or AVX512-BF16, the same strips run with bf16 products
 // instead (attention_tiles.cpp), for heads whose size is a multiple of 32.
@@ -44,6 +45,13 @@ size_t scratch_floats(int T) {
   return (size_t(3) * kRowBlock + 1) * static_cast<size_t>(T);
 }
 
+// How many (sample, head) pairs a thread takes at a time: a sample's heads together where there
+// are samples enough to go round (two a thread), else one pair (B = 1: GPT-2's step of one
+// window, and generation), so that every thread has heads to work on.
+int pairs_per_take(int B, int H, int threads) {
+  return B >= 2 * threads ? H : 1;
+}
+
 }  // namespace
 
 void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H,
@@ -59,10 +67,11 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
+  const int pairs_at_a_time = pairs_per_take(B, H, threads_);
   // The projection after attention reads all of out: a copy only when all of it is written.
   cpu::bf16* out16 = q_start == 0 ? bf16_output(kOperandA, out, size_t(B) * T * A) : nullptr;
 
-#pragma omp parallel for schedule(dynamic, H)
+#pragma omp parallel for schedule(dynamic, pairs_at_a_time)
   for (int pair = 0; pair < B * H; ++pair) {
     const HeadSlices head(pair, T, H, hs);
     const int b = head.b, h = head.h;
@@ -116,10 +125,11 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
+  const int pairs_at_a_time = pairs_per_take(B, H, threads_);
   // dk and dv are summed in place over the strips: the fp32 dqkv is written whoever reads it.
   cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
 
-#pragma omp parallel for schedule(dynamic, H)
+#pragma omp parallel for schedule(dynamic, pairs_at_a_time)
   for (int pair = 0; pair < B * H; ++pair) {
     const HeadSlices head(pair, T, H, hs);
     const int b = head.b, h = head.h;
