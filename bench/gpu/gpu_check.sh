@@ -25,8 +25,9 @@
 #                                     profile each way; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
-#                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py)
-#                                     and racecheck on the register attention and partial sums.
+#                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py),
+#                                     racecheck on the register attention and partial sums, and
+#                                     ncu's stall reasons for the register attention kernels.
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); kill -9 and resume on the GPU, bit-identical;
@@ -293,6 +294,17 @@ case "$mode" in
     if [ -n "$sanitizer" ]; then
       step "sanitize racecheck newest kernels" 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
         "$gpu_tests" --gtest_filter='CudaOps.FlashAttention*InRegisters*:CudaOps.PartialSums*'
+    fi
+    # Why the register attention kernels take the time they do (stop 33: 3.4 of shakespeare_char's
+    # 9.4 ms, at 15-21 TFLOP/s): ncu's stall reasons, issue slots and occupancy for the timed
+    # step's last forward and the backward's first two kernels (matching launches 24-26: the
+    # warm-up step and the timed step's first five forwards are skipped).
+    if [ -n "$ncu" ]; then
+      step "ncu attention stalls" 60 "${in_registers[@]}" "$ncu" --clock-control none \
+        --kernel-name regex:'flash_(forward|backward_keys|backward_queries)_registers' \
+        --launch-skip 23 --launch-count 3 --section SpeedOfLight --section WarpStateStats \
+        --section SchedulerStats --section Occupancy --section LaunchStats "$folio" bench \
+        --config shakespeare_char --device cuda --steps 1 --warmup 1 --graph=false
     fi
     ;;
   sanitize)

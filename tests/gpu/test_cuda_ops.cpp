@@ -162,7 +162,9 @@ const CudaBackend::AttentionLaunches& launches(const Backend& backend) {
 }
 
 // Every head size the tensor cores take, with and without dropout, T not a multiple of the
-// kernels' 64 rows, shakespeare_char's shape, and a sequence shorter than one tile; how many.
+// kernels' 64 rows, shakespeare_char's shape, a sequence shorter than one tile, and dropout with
+// T not a multiple of 4 (a row's dropout words then straddle Philox calls: the register kernels
+// read four keys' words from one call only when T is a multiple of 4); how many.
 int check_tensor_core_cases(Backend& backend) {
   int cases = 0;
   for (int hs : {16, 32, 64, 128})
@@ -172,7 +174,9 @@ int check_tensor_core_cases(Backend& backend) {
     }
   check_attention(backend, {2, 256, 6, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
   check_attention(backend, {1, 7, 2, 64, 0.0f}, kBf16Attention, kBf16AttentionGradient);
-  return cases + 2;
+  check_attention(backend, {2, 70, 2, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
+  check_attention(backend, {1, 93, 2, 32, 0.5f}, kBf16Attention, kBf16AttentionGradient);
+  return cases + 4;
 }
 
 // A bf16 backend whose tensor-core attention runs the kernels with their scores in registers

@@ -15,6 +15,10 @@
 // a pair's lower column (or row) in the lower half. So two adjacent accumulator tiles of scores
 // are, as they stand, the A fragment of the next product: P V in the forward pass, (P M)^T dout,
 // dS^T q and dS k in the backward.
+//
+// The keys in each group of 16 are loaded interleaved (KeysByQuads, KeysByPairs below), so that
+// the dropout multipliers of a thread's scores come four (two in the dk/dv kernel) from one
+// Philox call.
 #include <cuda_bf16.h>
 
 #include "backend/cuda/attention_kernels.h"
@@ -25,6 +29,51 @@ namespace folio::cuda {
 namespace {
 
 constexpr int kHeadSizeOfRegisterBackward = 64;  // the largest: at 128 its accumulators spill
+
+// ---- the order of the keys in the tiles
+// ----------------------------------------------------------- The dropout multiplier of score (i,
+// j) is word (h T + i) T + j of the sample's Philox stream, and a Philox call gives four
+// consecutive words (DropoutCursor keeps the last call). A thread's scores lie in columns 2t and 2t
+// + 1 of each 8-column tile and in rows g and g + 8: with the keys in order, a thread used two
+// words of each call in the forward and dq kernels and one in the dk/dv kernel, and Philox's rounds
+// were about half of the forward kernel's instructions (its SASS for sm_90, head size 64). So,
+// within each group of 16 keys:
+//   KeysByQuads (keys as columns: forward, dq): tile row (score column) 8h + 2t + e holds key
+//     4t + 2h + e, so thread t's columns of tiles 2m and 2m + 1 are keys 16m + 4t.. 16m + 4t + 3:
+//     four words of one call (when T is a multiple of 4; else two calls);
+//   KeysByPairs (keys as rows: dk, dv): tile row 8r + g holds key 2g + r, so a thread's rows g
+//     and g + 8 are keys 2g and 2g + 1: two words of one call.
+// The products sum over keys in whatever order the probabilities' columns and the values' (or
+// keys') rows share, and each key's gradients are stored at its own row.
+struct KeysByQuads {
+  __host__ __device__ static constexpr int tile_row(int key) {
+    return (key & ~15) | (((key >> 1) & 1) << 3) | (((key >> 2) & 3) << 1) | (key & 1);
+  }
+  __host__ __device__ static constexpr int key(int tile_row) {
+    return (tile_row & ~15) | (((tile_row >> 1) & 3) << 2) | (((tile_row >> 3) & 1) << 1) |
+           (tile_row & 1);
+  }
+};
+struct KeysByPairs {
+  __host__ __device__ static constexpr int tile_row(int key) {
+    return (key & ~15) | ((key & 1) << 3) | ((key >> 1) & 7);
+  }
+  __host__ __device__ static constexpr int key(int tile_row) {
+    return (tile_row & ~15) | ((tile_row & 7) << 1) | ((tile_row >> 3) & 1);
+  }
+};
+
+// Each order is a permutation within groups of 16, and key() undoes tile_row().
+template <typename Order>
+constexpr bool permutes_each_group_of_16() {
+  for (int key = 0; key < kStep; ++key) {
+    const int row = Order::tile_row(key);
+    if (row / 16 != key / 16 || Order::key(row) != key) return false;
+  }
+  return true;
+}
+static_assert(permutes_each_group_of_16<KeysByQuads>() && permutes_each_group_of_16<KeysByPairs>());
+static_assert(KeysByQuads::key(2) == 4 && KeysByQuads::key(8) == 2 && KeysByPairs::key(8) == 1);
 
 // ---- fragments ----------------------------------------------------------------------------------
 
@@ -146,14 +195,15 @@ __device__ __forceinline__ void load_own(uint32_t (&own)[kHead / 16][4], const b
     load_a(own[kk], tile, Strides<kHead>::kHeadRow, row0, kk * 16);
 }
 
-// Writes a warp's 16 x kHead results (accumulator tiles; rows from first_row, those at or past
-// limit skipped) into columns [0, kHead) of a (rows, ld) fp32 matrix and its bf16 copy.
+// Writes a warp's 16 x kHead results (accumulator tiles; the thread's two rows are rows[0] and
+// rows[1], those at or past limit skipped) into columns [0, kHead) of a (rows, ld) fp32 matrix and
+// its bf16 copy.
 template <int kHead>
 __device__ void store_rows(const float (&results)[kHead / 8][4], float* out, bf16* out_bf16,
-                           size_t ld, int first_row, int limit) {
+                           size_t ld, const int (&rows)[2], int limit) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int row = first_row + lane_group() + 8 * r;
+    const int row = rows[r];
     if (row >= limit) continue;
 #pragma unroll
     for (int n = 0; n < kHead / 8; ++n)
@@ -203,7 +253,7 @@ __global__ void __launch_bounds__(kThreads)
   float row_sum[2] = {0.0f, 0.0f};  // this thread's share of its rows' sums (columns 2t, 2t + 1)
 
   for (int step = 0; step <= last_row; step += kStep) {
-    if (!load_key_step<kHead>(tiles.k, tiles.v, block, step)) continue;
+    if (!load_key_step<kHead, KeysByQuads>(tiles.k, tiles.v, block, step)) continue;
 #pragma unroll 1
     for (int j0 = step; j0 < step + kStep; j0 += kChunk) {
       const bf16* k_rows = tiles.k + (j0 - step) * S::kHeadRow;
@@ -216,7 +266,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int j = j0 + nt * 8 + 2 * t + (c & 1);
+          const int j = step + KeysByQuads::key(j0 - step + nt * 8 + 2 * t + (c & 1));
           const float value = j <= rows[c / 2] ? score[nt][c] * head.scale : -INFINITY;
           score[nt][c] = value;
           step_max[c / 2] = fmaxf(step_max[c / 2], value);
@@ -238,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int r = c / 2, j = j0 + nt * 8 + 2 * t + (c & 1);
+          const int r = c / 2, j = step + KeysByQuads::key(j0 - step + nt * 8 + 2 * t + (c & 1));
           float p = expf(score[nt][c] - subtract[r]);
           row_sum[r] += p;
           if (spec.active() && p > 0.0f)
@@ -328,12 +378,17 @@ __global__ void __launch_bounds__(kThreads)
   const BackwardBlock block = backward_block(args);
   const auto& [s, A, ld, head, first_key, row0, spec] = block;
   const int g = lane_group(), t = lane_pair();
-  const int keys[2] = {first_key + row0 + g, first_key + row0 + g + 8};  // this thread's two
-  DropoutCursor mask(spec, static_cast<uint32_t>(head.b));
+  // this thread's two keys, adjacent: rows g and g + 8 of the warp's tile (KeysByPairs)
+  const int keys[2] = {first_key + KeysByPairs::key(row0 + g),
+                       first_key + KeysByPairs::key(row0 + g + 8)};
+  // one cursor for each of the thread's two query columns, which walks the two keys' adjacent
+  // words
+  DropoutCursor masks[2] = {DropoutCursor(spec, static_cast<uint32_t>(head.b)),
+                            DropoutCursor(spec, static_cast<uint32_t>(head.b))};
 
   // the warp's keys and values, as A fragments
-  load_rows<kHead, kRows>(tiles.a, S::kHeadRow, head.q + A, ld, first_key, s.T);
-  load_rows<kHead, kRows>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, first_key, s.T);
+  load_rows<kHead, kRows, KeysByPairs>(tiles.a, S::kHeadRow, head.q + A, ld, first_key, s.T);
+  load_rows<kHead, kRows, KeysByPairs>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, first_key, s.T);
   __syncthreads();
   uint32_t k[kHead / 16][4], v[kHead / 16][4];
   load_own<kHead>(k, tiles.a, row0);
@@ -368,7 +423,7 @@ __global__ void __launch_bounds__(kThreads)
           const float probability =
               visible ? expf(p[nt][c] * head.scale - tiles.lse[column]) : 0.0f;
           const float m = spec.active() && visible
-                              ? mask.multiplier((uint64_t(head.h) * s.T + i) * s.T + j)
+                              ? masks[c & 1].multiplier((uint64_t(head.h) * s.T + i) * s.T + j)
                               : 1.0f;
           p[nt][c] = probability * m;
           ds[nt][c] = probability * (ds[nt][c] * m - tiles.row_dot[column]) * head.scale;
@@ -380,9 +435,8 @@ __global__ void __launch_bounds__(kThreads)
   const size_t head_offset = size_t(head.b) * s.T * ld + head.h * kHead;
   float* dqkv = args.dqkv + head_offset;
   bf16* dqkv_bf16 = args.dqkv_bf16 ? args.dqkv_bf16 + head_offset : nullptr;
-  store_rows<kHead>(dk, dqkv + A, dqkv_bf16 ? dqkv_bf16 + A : nullptr, ld, first_key + row0, s.T);
-  store_rows<kHead>(dv, dqkv + 2 * A, dqkv_bf16 ? dqkv_bf16 + 2 * A : nullptr, ld, first_key + row0,
-                    s.T);
+  store_rows<kHead>(dk, dqkv + A, dqkv_bf16 ? dqkv_bf16 + A : nullptr, ld, keys, s.T);
+  store_rows<kHead>(dv, dqkv + 2 * A, dqkv_bf16 ? dqkv_bf16 + 2 * A : nullptr, ld, keys, s.T);
 }
 
 // dq for the block's 64 queries, over the key steps they see.
@@ -420,8 +474,8 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int j0 = 0; j0 <= last_row; j0 += kStep) {
     __syncthreads();  // every warp is done with the last step (and with its own rows)
-    load_rows<kHead, kStep>(tiles.a, S::kHeadRow, head.q + A, ld, j0, s.T);
-    load_rows<kHead, kStep>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, j0, s.T);
+    load_rows<kHead, kStep, KeysByQuads>(tiles.a, S::kHeadRow, head.q + A, ld, j0, s.T);
+    load_rows<kHead, kStep, KeysByQuads>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, j0, s.T);
     __syncthreads();
     if (first_row + row0 + kTile - 1 < j0) continue;  // all this warp's rows precede the keys
 #pragma unroll 1
@@ -435,7 +489,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < kChunk / 8; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int r = c / 2, i = rows[r], j = j0 + chunk + nt * 8 + 2 * t + (c & 1);
+          const int r = c / 2, i = rows[r];
+          const int j = j0 + KeysByQuads::key(chunk + nt * 8 + 2 * t + (c & 1));
           const bool visible = j <= i && i < s.T;
           const float probability = visible ? expf(ds[nt][c] * head.scale - lse[r]) : 0.0f;
           const float m = spec.active() && visible
@@ -448,8 +503,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const size_t head_offset = size_t(head.b) * s.T * ld + head.h * kHead;
   store_rows<kHead>(dq, args.dqkv + head_offset,
-                    args.dqkv_bf16 ? args.dqkv_bf16 + head_offset : nullptr, ld, first_row + row0,
-                    s.T);
+                    args.dqkv_bf16 ? args.dqkv_bf16 + head_offset : nullptr, ld, rows, s.T);
 }
 
 }  // namespace

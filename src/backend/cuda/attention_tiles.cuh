@@ -32,13 +32,22 @@ struct Strides {
   static constexpr int kOutRow = kHead + 4;    // fp32 outputs and result staging
 };
 
-// Rows first.. first + kCount - 1 of an fp32 matrix (row stride `ld`) into a bf16 tile; rows at
-// or past `limit` are zero. Each thread issues all its loads before it converts and stores any:
-// a loop that stored each value before loading the next waited out one global-memory latency per
-// element, and so did the whole kernel (on an H200, attention took 12 of shakespeare_char's 18.5
-// ms a step). Four floats a load when the rows are 16-byte aligned (cudaMalloc'd activations at a
-// head offset of a multiple of 4 are), else four single loads, still all issued first.
-template <int kHead, int kCount, bool kVectors>
+// The order of the rows in a tile: row `offset` of those loaded goes to tile row
+// RowOrder::tile_row(offset). The WMMA kernels keep the rows in order; the register kernels
+// (attention_registers.cu) interleave them within groups of 16 so that each thread's scores
+// fall on consecutive keys, and their dropout multipliers in one Philox block.
+struct InOrder {
+  __host__ __device__ static constexpr int tile_row(int offset) { return offset; }
+};
+
+// Rows first.. first + kCount - 1 of an fp32 matrix (row stride `ld`) into a bf16 tile, in the
+// order RowOrder gives; rows at or past `limit` are zero. Each thread issues all its loads before
+// it converts and stores any: a loop that stored each value before loading the next waited out one
+// global-memory latency per element, and so did the whole kernel (on an H200, attention took 12 of
+// shakespeare_char's 18.5 ms a step). Four floats a load when the rows are 16-byte aligned
+// (cudaMalloc'd activations at a head offset of a multiple of 4 are), else four single loads, still
+// all issued first.
+template <int kHead, int kCount, typename RowOrder, bool kVectors>
 __device__ void load_rows_as(bf16* tile, int tile_ld, const float* source, size_t ld, int first,
                              int limit) {
   constexpr int kQuadsPerRow = kHead / 4;
@@ -68,21 +77,21 @@ __device__ void load_rows_as(bf16* tile, int tile_ld, const float* source, size_
     for (int u = 0; u < kBatch; ++u) {
       const int e = threadIdx.x + (base + u) * kThreads;
       // 4-byte aligned: tile_ld is even, and so is the column.
-      auto* out = reinterpret_cast<__nv_bfloat162*>(tile + (e / kQuadsPerRow) * tile_ld +
-                                                    4 * (e % kQuadsPerRow));
+      auto* out = reinterpret_cast<__nv_bfloat162*>(
+          tile + RowOrder::tile_row(e / kQuadsPerRow) * tile_ld + 4 * (e % kQuadsPerRow));
       out[0] = __floats2bfloat162_rn(values[u].x, values[u].y);
       out[1] = __floats2bfloat162_rn(values[u].z, values[u].w);
     }
   }
 }
 
-template <int kHead, int kCount>
+template <int kHead, int kCount, typename RowOrder = InOrder>
 __device__ void load_rows(bf16* tile, int tile_ld, const float* source, size_t ld, int first,
                           int limit) {
   if ((reinterpret_cast<uintptr_t>(source) | (ld * sizeof(float))) % 16 == 0) {
-    load_rows_as<kHead, kCount, true>(tile, tile_ld, source, ld, first, limit);
+    load_rows_as<kHead, kCount, RowOrder, true>(tile, tile_ld, source, ld, first, limit);
   } else {
-    load_rows_as<kHead, kCount, false>(tile, tile_ld, source, ld, first, limit);
+    load_rows_as<kHead, kCount, RowOrder, false>(tile, tile_ld, source, ld, first, limit);
   }
 }
 
@@ -112,14 +121,17 @@ __device__ inline ForwardBlock forward_block(const AttentionForwardArgs& args) {
   return f;
 }
 
-// Keys and values j0.. j0 + kStep - 1 of the block's head into shared memory (as bf16), once every
-// warp is done with the last ones; whether the calling warp has rows that see any of them.
-template <int kHead>
+// Keys and values j0.. j0 + kStep - 1 of the block's head into shared memory (as bf16, in the
+// order KeyOrder gives), once every warp is done with the last ones; whether the calling warp has
+// rows that see any of them.
+template <int kHead, typename KeyOrder = InOrder>
 __device__ bool load_key_step(bf16* k, bf16* v, const ForwardBlock& block, int j0) {
   using S = Strides<kHead>;
   __syncthreads();
-  load_rows<kHead, kStep>(k, S::kHeadRow, block.head.q + block.A, block.ld, j0, block.s.T);
-  load_rows<kHead, kStep>(v, S::kHeadRow, block.head.q + 2 * block.A, block.ld, j0, block.s.T);
+  load_rows<kHead, kStep, KeyOrder>(k, S::kHeadRow, block.head.q + block.A, block.ld, j0,
+                                    block.s.T);
+  load_rows<kHead, kStep, KeyOrder>(v, S::kHeadRow, block.head.q + 2 * block.A, block.ld, j0,
+                                    block.s.T);
   __syncthreads();
   return block.first_row + block.row0 + kTile - 1 >= j0;
 }
