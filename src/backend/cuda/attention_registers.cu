@@ -30,17 +30,17 @@ namespace {
 
 constexpr int kHeadSizeOfRegisterBackward = 64;  // the largest: at 128 its accumulators spill
 
-// ---- the order of the keys in the tiles
-// ----------------------------------------------------------- The dropout multiplier of score (i,
-// j) is word (h T + i) T + j of the sample's Philox stream, and a Philox call gives four
-// consecutive words (DropoutCursor keeps the last call). A thread's scores lie in columns 2t and 2t
-// + 1 of each 8-column tile and in rows g and g + 8: with the keys in order, a thread used two
-// words of each call in the forward and dq kernels and one in the dk/dv kernel, and Philox's rounds
-// were about half of the forward kernel's instructions (its SASS for sm_90, head size 64). So,
-// within each group of 16 keys:
+// ---- the order of the keys in the tiles ---------------------------------------------------------
+// The dropout multiplier of score (i, j) is word (h T + i) T + j of the sample's Philox stream,
+// and one Philox call gives four consecutive words. A thread's scores lie in columns 2t and
+// 2t + 1 of each 8-column tile and in rows g and g + 8: with the keys in order, a thread used two
+// words of each call in the forward and dq kernels and one in the dk/dv kernel, and Philox's
+// rounds were about half of the forward kernel's instructions (its SASS for sm_90, head size 64).
+// So, within each group of 16 keys:
 //   KeysByQuads (keys as columns: forward, dq): tile row (score column) 8h + 2t + e holds key
-//     4t + 2h + e, so thread t's columns of tiles 2m and 2m + 1 are keys 16m + 4t.. 16m + 4t + 3:
-//     four words of one call (when T is a multiple of 4; else two calls);
+//     4t + 2h + e, so thread t's columns of tiles 2m and 2m + 1 are keys 16m + 4t.. 16m + 4t + 3
+//     (in_quad): four words of one call (DropoutCursor::multipliers; two calls when T is not a
+//     multiple of 4);
 //   KeysByPairs (keys as rows: dk, dv): tile row 8r + g holds key 2g + r, so a thread's rows g
 //     and g + 8 are keys 2g and 2g + 1: two words of one call.
 // The products sum over keys in whatever order the probabilities' columns and the values' (or
@@ -74,6 +74,29 @@ constexpr bool permutes_each_group_of_16() {
 }
 static_assert(permutes_each_group_of_16<KeysByQuads>() && permutes_each_group_of_16<KeysByPairs>());
 static_assert(KeysByQuads::key(2) == 4 && KeysByQuads::key(8) == 2 && KeysByPairs::key(8) == 1);
+
+// With keys as columns (KeysByQuads), a thread's scores in tiles 2m and 2m + 1 of its row r (g,
+// or g + 8) are keys 16m + 4t + k, k = 0..3, of the chunk: this one.
+template <int kTiles>
+__device__ __forceinline__ float& in_quad(float (&tiles)[kTiles][4], int m, int r, int k) {
+  return tiles[2 * m + k / 2][2 * r + k % 2];
+}
+
+// ---- exponentials in base 2 --------------------------------------------------------------------
+// The kernels take exponentials in base 2 (scores scaled by scale log2(e), log-sum-exps by
+// log2(e)): one MUFU.EX2 an element, where expf's accurate path took eight instructions. Its
+// relative error, about 2^-22, is far below the bf16 operands' 2^-9. The saved log-sum-exp stays
+// in natural log: the WMMA kernels read what these save and save what these read.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// 2^x (0 for -inf), flushing results below 2^-126 to zero: a probability that small adds nothing
+// to a row whose largest probability is 1.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // ---- fragments ----------------------------------------------------------------------------------
 
@@ -226,8 +249,11 @@ struct ForwardTiles {
   alignas(16) bf16 v[kStep * S::kHeadRow];
 };
 
+// Three blocks an SM for heads up to 64 (at most 168 registers a thread): left free, the compiler
+// took 238 to overlap the Philox calls of four quads of keys, and two blocks an SM. (Head size
+// 128 takes all 255 and spills 128 bytes; 24 before the quads.)
 template <int kHead>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
     flash_forward_registers_kernel(AttentionForwardArgs args) {
   using S = Strides<kHead>;
   // keys scored at once (of the step's kStep): fewer for wide heads, whose output takes more
@@ -247,9 +273,14 @@ __global__ void __launch_bounds__(kThreads)
   uint32_t q[kHead / 16][4];
   load_own<kHead>(q, tiles.q, row0);
 
+  const float scale_log2 = head.scale * kLog2e;  // the scores in base 2's units
+  // dropout: element (h T + i) T + j of sample b's stream, as every backend draws it
+  const DropoutCursor draws(spec, static_cast<uint32_t>(head.b));
+  const uint64_t row_elements[2] = {(uint64_t(head.h) * s.T + rows[0]) * s.T,
+                                    (uint64_t(head.h) * s.T + rows[1]) * s.T};
   float out[kOutTiles][4];
   zero(out);
-  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_max[2] = {-INFINITY, -INFINITY};  // in base 2's units
   float row_sum[2] = {0.0f, 0.0f};  // this thread's share of its rows' sums (columns 2t, 2t + 1)
 
   for (int step = 0; step <= last_row; step += kStep) {
@@ -263,37 +294,39 @@ __global__ void __launch_bounds__(kThreads)
       // online softmax: scaled, causal (a key after the row is -inf), the rows' new maxima
       float step_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
+      for (int m = 0; m < kKeyTiles / 2; ++m)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int j = step + KeysByQuads::key(j0 - step + nt * 8 + 2 * t + (c & 1));
-          const float value = j <= rows[c / 2] ? score[nt][c] * head.scale : -INFINITY;
-          score[nt][c] = value;
-          step_max[c / 2] = fmaxf(step_max[c / 2], value);
-        }
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            float& value = in_quad(score, m, r, k);
+            value = j0 + 16 * m + 4 * t + k <= rows[r] ? value * scale_log2 : -INFINITY;
+            step_max[r] = fmaxf(step_max[r], value);
+          }
       float subtract[2], correction[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float new_max = fmaxf(row_max[r], group_max<4>(step_max[r]));
         subtract[r] = new_max == -INFINITY ? 0.0f : new_max;  // a row that saw no key yet
-        correction[r] = expf(row_max[r] - subtract[r]);
+        correction[r] = exp2_approx(row_max[r] - subtract[r]);
         row_max[r] = new_max;
         row_sum[r] *= correction[r];
       }
-      // probabilities (unnormalised), summed before dropout, then dropped out: element
-      // (h T + i) T + j of sample b's stream, as every backend draws it
-      DropoutCursor masks[2] = {DropoutCursor(spec, static_cast<uint32_t>(head.b)),
-                                DropoutCursor(spec, static_cast<uint32_t>(head.b))};
+      // probabilities (unnormalised), summed before dropout, then dropped out, four keys' at a
+      // time
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
+      for (int m = 0; m < kKeyTiles / 2; ++m)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int r = c / 2, j = step + KeysByQuads::key(j0 - step + nt * 8 + 2 * t + (c & 1));
-          float p = expf(score[nt][c] - subtract[r]);
-          row_sum[r] += p;
-          if (spec.active() && p > 0.0f)
-            p *= masks[r].multiplier((uint64_t(head.h) * s.T + rows[r]) * s.T + j);
-          score[nt][c] = p;
+        for (int r = 0; r < 2; ++r) {
+          float keep[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+          if (spec.active()) draws.multipliers<4>(row_elements[r] + j0 + 16 * m + 4 * t, keep);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            float& p = in_quad(score, m, r, k);
+            p = exp2_approx(p - subtract[r]);
+            row_sum[r] += p;
+            p *= keep[k];
+          }
         }
 #pragma unroll
       for (int dt = 0; dt < kOutTiles; ++dt) {
@@ -323,7 +356,7 @@ __global__ void __launch_bounds__(kThreads)
         args.out_copy[offset] = o;
         if (args.out_bf16) args.out_bf16[offset] = __float2bfloat16(o);
       }
-    if (t == 0) args.lse[size_t(head.bh) * s.T + i] = row_max[r] + logf(total);
+    if (t == 0) args.lse[size_t(head.bh) * s.T + i] = row_max[r] * kLn2 + logf(total);
   }
 }
 
@@ -338,7 +371,7 @@ struct BackwardTiles {
   using S = Strides<kHead>;
   alignas(16) bf16 a[kStep * S::kHeadRow];  // the step's queries (dk/dv) or keys (dq)
   alignas(16) bf16 b[kStep * S::kHeadRow];  // their output gradients, or values
-  float lse[kStep], row_dot[kStep];         // of the step's queries (dk/dv)
+  float lse[kStep], row_dot[kStep];         // of the step's queries (dk/dv); lse times log2(e)
   static_assert(kRows == kStep);            // a and b hold the block's own rows first
 };
 
@@ -381,10 +414,9 @@ __global__ void __launch_bounds__(kThreads)
   // this thread's two keys, adjacent: rows g and g + 8 of the warp's tile (KeysByPairs)
   const int keys[2] = {first_key + KeysByPairs::key(row0 + g),
                        first_key + KeysByPairs::key(row0 + g + 8)};
-  // one cursor for each of the thread's two query columns, which walks the two keys' adjacent
-  // words
-  DropoutCursor masks[2] = {DropoutCursor(spec, static_cast<uint32_t>(head.b)),
-                            DropoutCursor(spec, static_cast<uint32_t>(head.b))};
+  const DropoutCursor draws(spec, static_cast<uint32_t>(head.b));
+  const uint64_t head_rows = uint64_t(head.h) * s.T;  // element (h T + i) T + j
+  const float scale_log2 = head.scale * kLog2e;
 
   // the warp's keys and values, as A fragments
   load_rows<kHead, kRows, KeysByPairs>(tiles.a, S::kHeadRow, head.q + A, ld, first_key, s.T);
@@ -403,7 +435,7 @@ __global__ void __launch_bounds__(kThreads)
     load_rows<kHead, kStep>(tiles.b, S::kHeadRow, head.dout, A, i0, s.T);
     for (int c = threadIdx.x; c < kStep; c += blockDim.x) {  // past T, p = 0
       const int i = i0 + c;
-      tiles.lse[c] = i < s.T ? args.lse[size_t(head.bh) * s.T + i] : INFINITY;
+      tiles.lse[c] = i < s.T ? args.lse[size_t(head.bh) * s.T + i] * kLog2e : INFINITY;
       tiles.row_dot[c] = i < s.T ? args.row_dot[size_t(head.bh) * s.T + i] : 0.0f;
     }
     __syncthreads();
@@ -417,16 +449,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int nt = 0; nt < kChunk / 8; ++nt)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int column = chunk + nt * 8 + 2 * t + (c & 1), i = i0 + column, j = keys[c / 2];
-          const bool visible = j <= i && i < s.T;
-          const float probability =
-              visible ? expf(p[nt][c] * head.scale - tiles.lse[column]) : 0.0f;
-          const float m = spec.active() && visible
-                              ? masks[c & 1].multiplier((uint64_t(head.h) * s.T + i) * s.T + j)
-                              : 1.0f;
-          p[nt][c] = probability * m;
-          ds[nt][c] = probability * (ds[nt][c] * m - tiles.row_dot[column]) * head.scale;
+        for (int e = 0; e < 2; ++e) {
+          const int column = chunk + nt * 8 + 2 * t + e, i = i0 + column;
+          float keep[2] = {1.0f, 1.0f};  // of query i with the thread's two keys
+          if (spec.active()) draws.multipliers<2>((head_rows + i) * s.T + keys[0], keep);
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int c = 2 * r + e;
+            const bool visible = keys[r] <= i && i < s.T;
+            const float probability =
+                visible ? exp2_approx(p[nt][c] * scale_log2 - tiles.lse[column]) : 0.0f;
+            p[nt][c] = probability * keep[r];
+            ds[nt][c] = probability * (ds[nt][c] * keep[r] - tiles.row_dot[column]) * head.scale;
+          }
         }
       accumulate_product<kHead, kChunk>(dv, p, dout_rows);  // dv += (p m)^T dout
       accumulate_product<kHead, kChunk>(dk, ds, q_rows);    // dk += ds^T q
@@ -453,14 +488,16 @@ __global__ void __launch_bounds__(kThreads)
   const int last_row = min(s.T - 1, first_row + kRows - 1);
   const int g = lane_group(), t = lane_pair();
   const int rows[2] = {first_row + row0 + g, first_row + row0 + g + 8};  // this thread's two
-  float lse[2], row_dot[2];
+  const float scale_log2 = head.scale * kLog2e;
+  float lse[2], row_dot[2];  // lse times log2(e)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    lse[r] = rows[r] < s.T ? args.lse[size_t(head.bh) * s.T + rows[r]] : INFINITY;
+    lse[r] = rows[r] < s.T ? args.lse[size_t(head.bh) * s.T + rows[r]] * kLog2e : INFINITY;
     row_dot[r] = rows[r] < s.T ? args.row_dot[size_t(head.bh) * s.T + rows[r]] : 0.0f;
   }
-  DropoutCursor masks[2] = {DropoutCursor(spec, static_cast<uint32_t>(head.b)),
-                            DropoutCursor(spec, static_cast<uint32_t>(head.b))};
+  const DropoutCursor draws(spec, static_cast<uint32_t>(head.b));
+  const uint64_t row_elements[2] = {(uint64_t(head.h) * s.T + rows[0]) * s.T,
+                                    (uint64_t(head.h) * s.T + rows[1]) * s.T};
 
   // the warp's queries and output gradients, as A fragments
   load_rows<kHead, kRows>(tiles.a, S::kHeadRow, head.q, ld, first_row, s.T);
@@ -486,17 +523,19 @@ __global__ void __launch_bounds__(kThreads)
       product_with_rows<kHead, kChunk>(ds, q, k_rows);     // s = q k^T
       product_with_rows<kHead, kChunk>(dp, dout, v_rows);  // dp = dout v^T
 #pragma unroll
-      for (int nt = 0; nt < kChunk / 8; ++nt)
+      for (int m = 0; m < kChunk / 16; ++m)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int r = c / 2, i = rows[r];
-          const int j = j0 + KeysByQuads::key(chunk + nt * 8 + 2 * t + (c & 1));
-          const bool visible = j <= i && i < s.T;
-          const float probability = visible ? expf(ds[nt][c] * head.scale - lse[r]) : 0.0f;
-          const float m = spec.active() && visible
-                              ? masks[r].multiplier((uint64_t(head.h) * s.T + i) * s.T + j)
-                              : 1.0f;
-          ds[nt][c] = probability * (dp[nt][c] * m - row_dot[r]) * head.scale;
+        for (int r = 0; r < 2; ++r) {
+          const int first_key = j0 + chunk + 16 * m + 4 * t;  // of the four (KeysByQuads)
+          float keep[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+          if (spec.active()) draws.multipliers<4>(row_elements[r] + first_key, keep);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            float& score = in_quad(ds, m, r, k);  // its gradient, in place
+            const bool visible = first_key + k <= rows[r] && rows[r] < s.T;
+            const float probability = visible ? exp2_approx(score * scale_log2 - lse[r]) : 0.0f;
+            score = probability * (in_quad(dp, m, r, k) * keep[k] - row_dot[r]) * head.scale;
+          }
         }
       accumulate_product<kHead, kChunk>(dq, ds, k_rows);  // dq += ds k
     }

@@ -122,6 +122,30 @@ class DropoutCursor {
     return philox_word(block_, static_cast<unsigned>(element & 3)) >= threshold_ ? scale_ : 0.0f;
   }
 
+  // The multipliers of kCount (at most 4) consecutive elements from `first`, in order: one Philox
+  // call where they lie in one block of four words (for four, `first` a multiple of 4), else two.
+  // For a kernel whose thread holds runs of consecutive elements; it leaves the cache alone.
+  template <int kCount>
+  __device__ void multipliers(uint64_t first, float (&out)[kCount]) const {
+    static_assert(kCount >= 1 && kCount <= 4);
+    const uint32_t block_index = static_cast<uint32_t>(first >> 2);
+    const unsigned offset = static_cast<unsigned>(first & 3);
+    const PhiloxBlock low = stream_.block(block_index);
+    if (offset == 0) {  // the words in place, without selects (the usual case)
+#pragma unroll
+      for (int e = 0; e < kCount; ++e) out[e] = low.word[e] >= threshold_ ? scale_ : 0.0f;
+      return;
+    }
+    PhiloxBlock high = low;
+    if (offset + kCount > 4) high = stream_.block(block_index + 1);
+#pragma unroll
+    for (int e = 0; e < kCount; ++e) {
+      const unsigned w = offset + e;
+      const uint32_t word = w < 4 ? philox_word(low, w) : philox_word(high, w - 4);
+      out[e] = word >= threshold_ ? scale_ : 0.0f;
+    }
+  }
+
  private:
   RandomStream stream_;
   uint32_t threshold_;
