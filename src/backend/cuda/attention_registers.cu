@@ -397,6 +397,28 @@ __device__ inline BackwardBlock backward_block(const AttentionBackwardArgs& args
   return block;
 }
 
+// The dropout multipliers of a dk/dv thread's four scores in one 8-query tile: its queries i and
+// i + 1 (element row `first_row_element` = (h T + i) T, the next T on) with its keys j and j + 1
+// (KeysByPairs: j = 2g of the warp's 16). The lanes g and g ^ 1 (lane ^ 4) hold keys 4a.. 4a + 3
+// of the same two queries, so each draws the four words of one query, g's parity saying which,
+// keeps its two and hands its partner the other two: one Philox call a lane for four scores, where
+// each lane drawing its own two pairs took two. (When T is not a multiple of 4 a row's four
+// words may straddle two calls; multipliers takes both.)
+__device__ __forceinline__ void draw_pair_of_pairs(float (&keep)[2][2], const DropoutCursor& draws,
+                                                   uint64_t first_row_element, int T, int j) {
+  const bool odd = (lane_group() & 1) != 0;  // draws query i + 1's words, else query i's
+  float four[4];                             // keys 4a.. 4a + 3, 4a = j & ~3
+  draws.multipliers<4>(first_row_element + (odd ? T : 0) + (j & ~3), four);
+  const float own[2] = {odd ? four[2] : four[0], odd ? four[3] : four[1]};
+  const float given[2] = {odd ? four[0] : four[2], odd ? four[1] : four[3]};
+  const float from_partner[2] = {shuffle_xor(given[0], 4), shuffle_xor(given[1], 4)};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    keep[0][r] = odd ? from_partner[r] : own[r];  // query i
+    keep[1][r] = odd ? own[r] : from_partner[r];  // query i + 1
+  }
+}
+
 // dk and dv for the block's 64 keys, over the query steps that see them. The scores are kept
 // transposed (s^T = k q^T: the warp's 16 keys as rows, the step's queries as columns), so that
 // (p m)^T and ds^T are A fragments as they stand.
@@ -447,22 +469,25 @@ __global__ void __launch_bounds__(kThreads)
       product_with_rows<kHead, kChunk>(p, k, q_rows);      // s^T = k q^T
       product_with_rows<kHead, kChunk>(ds, v, dout_rows);  // dp^T = v dout^T
 #pragma unroll
-      for (int nt = 0; nt < kChunk / 8; ++nt)
+      for (int nt = 0; nt < kChunk / 8; ++nt) {
+        const int first_column = chunk + nt * 8 + 2 * t;  // the thread's two: this and the next
+        float keep[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [column][key]
+        if (spec.active())
+          draw_pair_of_pairs(keep, draws, (head_rows + i0 + first_column) * s.T, s.T, keys[0]);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int column = chunk + nt * 8 + 2 * t + e, i = i0 + column;
-          float keep[2] = {1.0f, 1.0f};  // of query i with the thread's two keys
-          if (spec.active()) draws.multipliers<2>((head_rows + i) * s.T + keys[0], keep);
+          const int column = first_column + e, i = i0 + column;
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
             const int c = 2 * r + e;
             const bool visible = keys[r] <= i && i < s.T;
             const float probability =
                 visible ? exp2_approx(p[nt][c] * scale_log2 - tiles.lse[column]) : 0.0f;
-            p[nt][c] = probability * keep[r];
-            ds[nt][c] = probability * (ds[nt][c] * keep[r] - tiles.row_dot[column]) * head.scale;
+            p[nt][c] = probability * keep[e][r];
+            ds[nt][c] = probability * (ds[nt][c] * keep[e][r] - tiles.row_dot[column]) * head.scale;
           }
         }
+      }
       accumulate_product<kHead, kChunk>(dv, p, dout_rows);  // dv += (p m)^T dout
       accumulate_product<kHead, kChunk>(dk, ds, q_rows);    // dk += ds^T q
     }
