@@ -57,7 +57,8 @@ struct BackwardTiles : Strides<kHead> {
   alignas(32) float dprob[kRows * S::kScoreRow];
   alignas(32) bf16 prob[kRows * S::kProbRow];
   alignas(32) bf16 dscore[kRows * S::kProbRow];
-  float lse[kRows], row_dot[kRows];  // of the query rows (own in dq, the step's in dk/dv)
+  float lse[kRows],
+      row_dot[kRows];  // of the query rows (own in dq, the step's in dk/dv); lse times log2(e)
   static_assert(kRows == kStep);
   static_assert(kRows * S::kOutRow <= 2 * kRows * S::kScoreRow);
 };
@@ -126,14 +127,14 @@ __device__ void warp_store_rows(float* stage, const Accumulator (&accumulators)[
   __syncwarp();
 }
 
-// lse and D of query rows first.. first + kRows - 1 of head bh into shared memory; past T, an lse
-// of infinity makes every probability of the row 0.
+// lse (times log2(e), for exp2_approx) and D of query rows first.. first + kRows - 1 of head bh
+// into shared memory; past T, an lse of infinity makes every probability of the row 0.
 template <int kHead>
 __device__ void load_row_statistics(BackwardTiles<kHead>& tiles, const AttentionBackwardArgs& args,
                                     int bh, int first, int T) {
   for (int r = threadIdx.x; r < kRows; r += blockDim.x) {
     const int i = first + r;
-    tiles.lse[r] = i < T ? args.lse[size_t(bh) * T + i] : INFINITY;
+    tiles.lse[r] = i < T ? args.lse[size_t(bh) * T + i] * kLog2e : INFINITY;
     tiles.row_dot[r] = i < T ? args.row_dot[size_t(bh) * T + i] : 0.0f;
   }
 }
@@ -256,6 +257,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp * kTile;  // the warp's 16 keys within the block
   const DropoutSpec spec = args.dropout.resolve();
   DropoutCursor mask(spec, static_cast<uint32_t>(head.b));
+  const float scale_log2 = head.scale * kLog2e;
 
   load_rows<kHead, kRows>(tiles.own_a, S::kHeadRow, head.q + A, ld, first_key, s.T);
   load_rows<kHead, kRows>(tiles.own_b, S::kHeadRow, head.q + 2 * A, ld, first_key, s.T);
@@ -290,7 +292,7 @@ __global__ void __launch_bounds__(kThreads)
         const int kr = row0 + 4 * key_quad + q, j = first_key + kr;
         const bool visible = j <= i && i < s.T;
         const float p =
-            visible ? expf(tiles.score[kr * S::kScoreRow + c] * head.scale - lse) : 0.0f;
+            visible ? exp2_approx(tiles.score[kr * S::kScoreRow + c] * scale_log2 - lse) : 0.0f;
         const float m = spec.active() && visible
                             ? mask.multiplier((uint64_t(head.h) * s.T + i) * s.T + j)
                             : 1.0f;
@@ -332,6 +334,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp * kTile;
   const DropoutSpec spec = args.dropout.resolve();
   DropoutCursor mask(spec, static_cast<uint32_t>(head.b));
+  const float scale_log2 = head.scale * kLog2e;
 
   load_rows<kHead, kRows>(tiles.own_a, S::kHeadRow, head.q, ld, first_row, s.T);
   load_rows<kHead, kRows>(tiles.own_b, S::kHeadRow, head.dout, A, first_row, s.T);
@@ -362,7 +365,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kKeysPerLane; ++u) {
       const int jj = part * kKeysPerLane + u;
       const bool visible = j0 + jj <= i && i < s.T;
-      const float p = visible ? expf(tiles.score[r * S::kScoreRow + jj] * head.scale - lse) : 0.0f;
+      const float p =
+          visible ? exp2_approx(tiles.score[r * S::kScoreRow + jj] * scale_log2 - lse) : 0.0f;
       const float m = spec.active() && visible ? mask.multiplier(mask_row + jj) : 1.0f;
       const float dp = tiles.dprob[r * S::kScoreRow + jj];
       tiles.dscore[r * S::kProbRow + jj] = __float2bfloat16(p * (dp * m - row_dot) * head.scale);

@@ -82,22 +82,6 @@ __device__ __forceinline__ float& in_quad(float (&tiles)[kTiles][4], int m, int 
   return tiles[2 * m + k / 2][2 * r + k % 2];
 }
 
-// ---- exponentials in base 2 --------------------------------------------------------------------
-// The kernels take exponentials in base 2 (scores scaled by scale log2(e), log-sum-exps by
-// log2(e)): one MUFU.EX2 an element, where expf's accurate path took eight instructions. Its
-// relative error, about 2^-22, is far below the bf16 operands' 2^-9. The saved log-sum-exp stays
-// in natural log: the WMMA kernels read what these save and save what these read.
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-// 2^x (0 for -inf), flushing results below 2^-126 to zero: a probability that small adds nothing
-// to a row whose largest probability is 1.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // ---- fragments ----------------------------------------------------------------------------------
 
 // d += a b: a 16 x 16 (A fragment), b 16 x 8 (B fragment), d 16 x 8 fp32.
