@@ -65,6 +65,32 @@ TEST(Dropout, KeepsAboutOneMinusPAndMultipliersAgreeWithKeeps) {
   EXPECT_NEAR(static_cast<double>(kept) / n, 0.8, 0.002);
 }
 
+// The GPU attention kernels' draws of two or four consecutive multipliers at once: what keeps()
+// says of each element, from every offset within a block of four words (straddling two blocks
+// from offsets 1-3 for four, 3 for two), and across the 2^32 blocks where the block index wraps.
+template <int kCount>
+void check_runs_of_multipliers(const DropoutSpec& spec) {
+  const RandomStream stream = spec.stream(5);
+  const uint64_t starts[] = {0, 1, 2, 3, 4, 5, 6, 7, 1021, (1ULL << 34) - 3, (1ULL << 34) + 2};
+  for (uint64_t first : starts) {
+    float drawn[kCount];
+    draw_multipliers(stream, spec.threshold(), spec.scale(), first, drawn);
+    for (int e = 0; e < kCount; ++e)
+      EXPECT_EQ(drawn[e], spec.keeps(5, first + e) ? spec.scale() : 0.0f)
+          << kCount << " from " << first << ", element " << e;
+  }
+}
+
+TEST(Dropout, RunsOfMultipliersDrawnAtOnceAgreeWithKeeps) {
+  for (float p : {0.2f, 0.5f, 0.9f}) {
+    const DropoutSpec spec = dropout_spec(p, 99, 4, 1, DropoutSite::kAttentionWeights, 7);
+    check_runs_of_multipliers<1>(spec);
+    check_runs_of_multipliers<2>(spec);
+    check_runs_of_multipliers<3>(spec);
+    check_runs_of_multipliers<4>(spec);
+  }
+}
+
 TEST(Dropout, OffWhenPIsZero) {
   const DropoutSpec spec = dropout_spec(0.0f, 1, 1, 0, DropoutSite::kFeedForwardOutput, 0);
   EXPECT_FALSE(spec.active());

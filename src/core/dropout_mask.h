@@ -43,6 +43,39 @@ struct DropoutSpec {
   }
 };
 
+// Word `lane` (0..3) of a Philox block, by selects rather than an indexed load, so that a GPU
+// kernel's block stays in registers.
+FOLIO_HOST_DEVICE uint32_t philox_word(const PhiloxBlock& block, unsigned lane) {
+  const uint32_t low = (lane & 1u) ? block.word[1] : block.word[0];
+  const uint32_t high = (lane & 1u) ? block.word[3] : block.word[2];
+  return (lane & 2u) ? high : low;
+}
+
+// The dropout multipliers (0, or `scale` where keeps() says kept) of kCount (at most 4)
+// consecutive elements of `stream` from `first`, in order: one Philox call where they lie in one
+// block of four words (for four, `first` a multiple of 4), else two. For GPU kernels whose threads
+// hold runs of consecutive elements (attention_registers.cu); tests/test_philox.cpp checks it
+// against keeps().
+template <int kCount>
+FOLIO_HOST_DEVICE void draw_multipliers(const RandomStream& stream, uint32_t threshold, float scale,
+                                        uint64_t first, float (&out)[kCount]) {
+  static_assert(kCount >= 1 && kCount <= 4);
+  const uint32_t block_index = static_cast<uint32_t>(first >> 2);
+  const unsigned offset = static_cast<unsigned>(first & 3);
+  const PhiloxBlock low = stream.block(block_index);
+  if (offset == 0) {  // the words in place, without selects (the usual case)
+    for (int e = 0; e < kCount; ++e) out[e] = low.word[e] >= threshold ? scale : 0.0f;
+    return;
+  }
+  PhiloxBlock high = low;
+  if (offset + kCount > 4) high = stream.block(block_index + 1);
+  for (int e = 0; e < kCount; ++e) {
+    const unsigned w = offset + static_cast<unsigned>(e);
+    const uint32_t word = w < 4 ? philox_word(low, w) : philox_word(high, w - 4);
+    out[e] = word >= threshold ? scale : 0.0f;
+  }
+}
+
 FOLIO_HOST_DEVICE DropoutSpec dropout_spec(float p, uint64_t seed, uint32_t step, int layer,
                                            DropoutSite site, uint32_t first_sample) {
   const uint32_t purpose = (static_cast<uint32_t>(RandomPurpose::kDropout) << 24) |

@@ -96,14 +96,6 @@ struct KernelDropout {
   }
 };
 
-// Word `lane` (0..3) of a Philox block, by selects rather than an indexed load, so that the
-// block stays in registers.
-__device__ __forceinline__ uint32_t philox_word(const PhiloxBlock& block, unsigned lane) {
-  const uint32_t low = (lane & 1u) ? block.word[1] : block.word[0];
-  const uint32_t high = (lane & 1u) ? block.word[3] : block.word[2];
-  return (lane & 2u) ? high : low;
-}
-
 // The dropout multipliers (0, or 1/(1-p) for a kept element) of one sample's elements, exactly
 // DropoutSpec::keeps(). Each Philox call gives four consecutive words; the cursor keeps the last
 // block, so walking consecutive elements costs one call per four.
@@ -122,28 +114,12 @@ class DropoutCursor {
     return philox_word(block_, static_cast<unsigned>(element & 3)) >= threshold_ ? scale_ : 0.0f;
   }
 
-  // The multipliers of kCount (at most 4) consecutive elements from `first`, in order: one Philox
-  // call where they lie in one block of four words (for four, `first` a multiple of 4), else two.
-  // For a kernel whose thread holds runs of consecutive elements; it leaves the cache alone.
+  // The multipliers of kCount (at most 4) consecutive elements from `first`, in order
+  // (draw_multipliers: one Philox call where they lie in one block of four words). For a kernel
+  // whose thread holds runs of consecutive elements; it leaves the cache alone.
   template <int kCount>
   __device__ void multipliers(uint64_t first, float (&out)[kCount]) const {
-    static_assert(kCount >= 1 && kCount <= 4);
-    const uint32_t block_index = static_cast<uint32_t>(first >> 2);
-    const unsigned offset = static_cast<unsigned>(first & 3);
-    const PhiloxBlock low = stream_.block(block_index);
-    if (offset == 0) {  // the words in place, without selects (the usual case)
-#pragma unroll
-      for (int e = 0; e < kCount; ++e) out[e] = low.word[e] >= threshold_ ? scale_ : 0.0f;
-      return;
-    }
-    PhiloxBlock high = low;
-    if (offset + kCount > 4) high = stream_.block(block_index + 1);
-#pragma unroll
-    for (int e = 0; e < kCount; ++e) {
-      const unsigned w = offset + e;
-      const uint32_t word = w < 4 ? philox_word(low, w) : philox_word(high, w - 4);
-      out[e] = word >= threshold_ ? scale_ : 0.0f;
-    }
+    draw_multipliers(stream_, threshold_, scale_, first, out);
   }
 
  private:
