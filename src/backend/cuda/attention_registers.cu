@@ -81,6 +81,17 @@ template <int kTiles>
 __device__ __forceinline__ float& in_quad(float (&tiles)[kTiles][4], int m, int r, int k) {
   return tiles[2 * m + k / 2][2 * r + k % 2];
 }
+// in_quad's tile 2m + k / 2, column 2t + k % 2 of it, is the score column KeysByQuads puts key
+// 16m + 4t + k at: the kernels name that key directly.
+constexpr bool quads_name_the_keys_by_quads() {
+  for (int m = 0; m < kStep / 16; ++m)
+    for (int t = 0; t < 4; ++t)
+      for (int k = 0; k < 4; ++k)
+        if (KeysByQuads::key((2 * m + k / 2) * 8 + 2 * t + k % 2) != 16 * m + 4 * t + k)
+          return false;
+  return true;
+}
+static_assert(quads_name_the_keys_by_quads());
 
 // ---- fragments ----------------------------------------------------------------------------------
 
