@@ -5,10 +5,11 @@
 # nlohmann-json, GoogleTest, cairo and tiny-Shakespeare, and carry .carry along.
 #
 # A session's device time is 15 minutes in all, starts included. Seen on an H200 on 2026-11-27
-# (the second session that day), each call right after the last on the warm machine: a fresh
-# start and `tests` 356 s held (the build 79 s, the `gpu` label 135 s, two torch.compile peers
-# 63 s, two ncu runs 17 s; 320 s of command), then `full` 304 s (the seed run 103 s, nanogpt_char
-# 69 s, GPT-2 and its two peers 91 s): 669 s held, 230 s left, too few for another start. So:
+# (the fourth session that day), each call right after the last on the warm machine: a fresh
+# start and `tests` 381 s held (the build 80 s, the `gpu` label 133 s, two torch.compile peers
+# 70 s, ncu 22 s, racecheck 22 s; 349 s of command), then `full` 301 s (the seed run 96 s,
+# nanogpt_char 63 s, GPT-2 and its two peers 98 s): 691 s held, 209 s left, too few for another
+# start. So:
 # `FOLIO_GPU_BUDGET=400 bench/gpu/gpu_check.sh tests` (timeout 440), then at once
 # `FOLIO_GPU_BUDGET=455 ... full` (FOLIO_GPU_BUDGET: the seconds for one mode, default 470; a mode
 # cuts its last steps to fit), and give the machine back (give_back) at once after the last call:
@@ -20,14 +21,15 @@
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
 #                                     same GPU); folio bench with and without the graph, with the
-#                                     attention kernels both wmma and both in registers
+#                                     attention kernels both wmma and both staged
 #                                     (FOLIO_ATTENTION_FORWARD and _BACKWARD), and its per-op
-#                                     profile each way; the PyTorch
+#                                     profile by default and staged; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
 #                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py),
 #                                     racecheck on the register attention and partial sums, and
-#                                     ncu's stall reasons for the register attention kernels.
+#                                     ncu's stall reasons for the register attention kernels, their
+#                                     loads direct (the default) and staged.
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); kill -9 and resume on the GPU, bit-identical;
@@ -122,10 +124,9 @@ finish() {
     [ -f "$logs/ladder.log" ] && { echo; sed -n '/^| rung/,$p' "$logs/ladder.log"; }
     [ -f "$logs/folio_bench_profile.log" ] &&
       { echo; sed -n '/^| op /,$p' "$logs/folio_bench_profile.log"; }
-    registers="$logs/folio_bench_profile,_attention_in_registers.log"
-    [ -f "$registers" ] &&
-      { echo; echo "attention in registers:"; sed -n '/^| op /,$p' "$registers"; }
-    for variant in wmma registers; do
+    staged="$logs/folio_bench_profile,_attention_staged.log"
+    [ -f "$staged" ] && { echo; echo "attention staged:"; sed -n '/^| op /,$p' "$staged"; }
+    for variant in registers staged; do
       [ -f "$logs/ncu_kernels_$variant.md" ] &&
         { echo; echo "ncu, attention kernels $variant:"; cat "$logs/ncu_kernels_$variant.md"; }
     done
@@ -201,9 +202,10 @@ for candidate in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
   [ -z "$ncu" ] && [ -x "$candidate" ] && ncu="$candidate"
 done
 folio="$build/folio"
-# the attention kernels with their scores in registers (attention_registers.cu), both sides, and
-# the WMMA ones (attention_flash_bf16.cu) both sides
-in_registers=(env FOLIO_ATTENTION_FORWARD=registers FOLIO_ATTENTION_BACKWARD=registers)
+# the attention kernels with their scores in registers (attention_registers.cu) and their loads
+# staged by cp.async, both sides, and the WMMA ones (attention_flash_bf16.cu) both sides; the
+# default is in registers with direct loads, both sides (cuda_backend.cu)
+staged_attention=(env FOLIO_ATTENTION_FORWARD=staged FOLIO_ATTENTION_BACKWARD=staged)
 wmma_attention=(env FOLIO_ATTENTION_FORWARD=wmma FOLIO_ATTENTION_BACKWARD=wmma)
 gpu_tests="$build/tests/gpu/folio_gpu_tests"
 
@@ -252,14 +254,14 @@ case "$mode" in
       --warmup 5
     step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
-    # the attention kernels each way (the default: forward in registers, backward wmma;
-    # cuda_backend.cu): both wmma, and both in registers
+    # the attention kernels each way beside the default (both in registers, direct loads;
+    # cuda_backend.cu): both wmma, and both staged
     step "folio bench, attention wmma" 30 "${wmma_attention[@]}" "$folio" bench \
       --config shakespeare_char --device cuda --steps 50 --warmup 5
-    step "folio bench, attention in registers" 30 "${in_registers[@]}" \
+    step "folio bench, attention staged" 30 "${staged_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 50 --warmup 5
-    step "folio bench profile, attention in registers" 30 "${in_registers[@]}" \
+    step "folio bench profile, attention staged" 30 "${staged_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
     # where the step's time goes, op by op (each op waited for), for the next speed work
@@ -274,9 +276,9 @@ case "$mode" in
     compare_with_peer "shakespeare_char (targets: >= 3x, <= 4 ms/step)" "folio bench" \
       "torch peer" "torch peer graphs"
     # Each kernel's time per step, by ncu (the GPU's own timer per kernel, no hardware counters),
-    # for the default attention kernels and the register ones: last, as the budget allows.
+    # for the default attention kernels and the staged ones: last, as the budget allows.
     if [ -n "$ncu" ]; then
-      for variant in wmma registers; do
+      for variant in registers staged; do
         # one warm-up step and one timed: ncu serialises and times every kernel (about 330 a step)
         step "ncu kernels $variant" 120 env FOLIO_ATTENTION_FORWARD=$variant \
           FOLIO_ATTENTION_BACKWARD=$variant "$ncu" --clock-control none \
@@ -290,21 +292,26 @@ case "$mode" in
     fi
     # racecheck on the kernels newest to a GPU, with what the budget leaves (`sanitize`, which
     # racechecks every attention test, has not fitted beside `full` in a session): the register
-    # attention kernels (the forward is the default) and the partial sums' shared-memory adds
+    # attention kernels (the default), with their loads staged too (cp.async into shared memory,
+    # FlashAttentionInRegistersWithStagedLoads), and the partial sums' shared-memory adds
     if [ -n "$sanitizer" ]; then
       step "sanitize racecheck newest kernels" 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
         "$gpu_tests" --gtest_filter='CudaOps.FlashAttention*InRegisters*:CudaOps.PartialSums*'
     fi
-    # Why the register attention kernels take the time they do (stop 33: 3.4 of shakespeare_char's
-    # 9.4 ms, at 15-21 TFLOP/s): ncu's stall reasons, issue slots and occupancy for the timed
+    # Why the register attention kernels take the time they do (2026-11-27: 2.4 of
+    # shakespeare_char's 7.6 ms, 2-3 warps a scheduler, a third of the stalls on global loads),
+    # their loads direct and staged: ncu's stall reasons, issue slots and occupancy for the timed
     # step's last forward and the backward's first two kernels (matching launches 24-26: the
     # warm-up step and the timed step's first five forwards are skipped).
     if [ -n "$ncu" ]; then
-      step "ncu attention stalls" 60 "${in_registers[@]}" "$ncu" --clock-control none \
-        --kernel-name regex:'flash_(forward|backward_keys|backward_queries)_registers' \
-        --launch-skip 23 --launch-count 3 --section SpeedOfLight --section WarpStateStats \
-        --section SchedulerStats --section Occupancy --section LaunchStats "$folio" bench \
-        --config shakespeare_char --device cuda --steps 1 --warmup 1 --graph=false
+      for variant in registers staged; do
+        step "ncu attention stalls $variant" 60 env FOLIO_ATTENTION_FORWARD=$variant \
+          FOLIO_ATTENTION_BACKWARD=$variant "$ncu" --clock-control none \
+          --kernel-name regex:'flash_(forward|backward_keys|backward_queries)_registers' \
+          --launch-skip 23 --launch-count 3 --section SpeedOfLight --section WarpStateStats \
+          --section SchedulerStats --section Occupancy --section LaunchStats "$folio" bench \
+          --config shakespeare_char --device cuda --steps 1 --warmup 1 --graph=false
+      done
     fi
     ;;
   sanitize)
@@ -337,7 +344,7 @@ case "$mode" in
       --warmup 5
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
-    step "folio bench profile, attention in registers" 30 "${in_registers[@]}" \
+    step "folio bench profile, attention staged" 30 "${staged_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
     step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
@@ -361,12 +368,12 @@ case "$mode" in
     # says, in both)
     step "folio bench gpt2" 60 "$folio" bench --config gpt2 --device cuda --vocab_size 50257 \
       --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
-    # attention is most of what T = 1024 adds: the kernels both wmma, and both in registers (the
-    # default has the forward in registers, the backward wmma: these two time each side's choice)
+    # attention is most of what T = 1024 adds: the kernels both wmma, and both staged, beside
+    # the default (both in registers, direct loads)
     step "folio bench gpt2, attention wmma" 60 "${wmma_attention[@]}" "$folio" bench \
       --config gpt2 --device cuda --vocab_size 50257 --batch_size=16 --block_size=1024 \
       --grad_accum=1 --steps 20 --warmup 3
-    step "folio bench gpt2, attention in registers" 60 "${in_registers[@]}" \
+    step "folio bench gpt2, attention staged" 60 "${staged_attention[@]}" \
       "$folio" bench --config gpt2 --device cuda \
       --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
     step "torch peer gpt2" 120 "$python" bench/gpu/torch_gpu_peer.py --config gpt2 \

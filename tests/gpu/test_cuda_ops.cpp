@@ -180,12 +180,12 @@ int check_tensor_core_cases(Backend& backend) {
 }
 
 // A bf16 backend whose tensor-core attention runs the kernels with their scores in registers
-// (attention_registers.cu) or the WMMA ones (attention_flash_bf16.cu), each side as asked
-// (FOLIO_ATTENTION_FORWARD / _BACKWARD, read when a backend is made): every variant is tested
-// whatever the defaults are.
-std::unique_ptr<Backend> backend_with_attention_kernels(bool forward, bool backward) {
-  ::setenv("FOLIO_ATTENTION_FORWARD", forward ? "registers" : "wmma", 1);
-  ::setenv("FOLIO_ATTENTION_BACKWARD", backward ? "registers" : "wmma", 1);
+// (attention_registers.cu; "staged": with their loads staged by cp.async) or the WMMA ones
+// (attention_flash_bf16.cu), each side as asked (FOLIO_ATTENTION_FORWARD / _BACKWARD, read when
+// a backend is made): every variant is tested whatever the defaults are.
+std::unique_ptr<Backend> backend_with_attention_kernels(const char* forward, const char* backward) {
+  ::setenv("FOLIO_ATTENTION_FORWARD", forward, 1);
+  ::setenv("FOLIO_ATTENTION_BACKWARD", backward, 1);
   auto backend = cuda_backend("bf16");
   ::unsetenv("FOLIO_ATTENTION_FORWARD");
   ::unsetenv("FOLIO_ATTENTION_BACKWARD");
@@ -194,12 +194,13 @@ std::unique_ptr<Backend> backend_with_attention_kernels(bool forward, bool backw
 
 // The WMMA kernels both ways.
 TEST_F(CudaOps, FlashAttentionOnTensorCores) {
-  auto backend = backend_with_attention_kernels(false, false);
+  auto backend = backend_with_attention_kernels("wmma", "wmma");
   const int cases = check_tensor_core_cases(*backend);
   // Every case forward and backward on the tensor cores, none on the fp32 or unfused kernels.
   EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
   EXPECT_EQ(launches(*backend).tensor_core_backward, cases);
   EXPECT_EQ(launches(*backend).register_forward + launches(*backend).register_backward, 0);
+  EXPECT_EQ(launches(*backend).staged_forward + launches(*backend).staged_backward, 0);
   EXPECT_EQ(launches(*backend).fp32_flash_forward + launches(*backend).fp32_flash_backward +
                 launches(*backend).unfused_forward + launches(*backend).unfused_backward,
             0);
@@ -227,7 +228,7 @@ void check_rows_after_q_start(Backend& backend) {
 // The same cases with the scores in registers, each side alone (the other side's WMMA kernel
 // reading what it saved, or saving what it reads) and both.
 TEST_F(CudaOps, FlashAttentionForwardInRegisters) {
-  auto backend = backend_with_attention_kernels(true, false);
+  auto backend = backend_with_attention_kernels("registers", "wmma");
   const int cases = check_tensor_core_cases(*backend);
   EXPECT_EQ(launches(*backend).register_forward, cases);
   EXPECT_EQ(launches(*backend).tensor_core_forward, cases);
@@ -236,7 +237,7 @@ TEST_F(CudaOps, FlashAttentionForwardInRegisters) {
 }
 
 TEST_F(CudaOps, FlashAttentionBackwardInRegisters) {
-  auto backend = backend_with_attention_kernels(false, true);
+  auto backend = backend_with_attention_kernels("wmma", "registers");
   const int cases = check_tensor_core_cases(*backend);
   // every case but head size 128's two (its accumulators would spill: the WMMA kernels take it)
   EXPECT_EQ(launches(*backend).register_backward, cases - 2);
@@ -250,19 +251,41 @@ TEST_F(CudaOps, AttentionKernelChoiceRefusesAnUnknownName) {
     cuda_backend("bf16");
     ADD_FAILURE() << "FOLIO_ATTENTION_BACKWARD=regsters was taken";
   } catch (const Error& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("FOLIO_ATTENTION_BACKWARD=regsters: expected registers or wmma"),
-        std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(
+                  "FOLIO_ATTENTION_BACKWARD=regsters: expected registers, staged or wmma"),
+              std::string::npos)
         << e.what();
   }
   ::unsetenv("FOLIO_ATTENTION_BACKWARD");
 }
 
 TEST_F(CudaOps, FlashAttentionInRegistersBothWays) {
-  auto backend = backend_with_attention_kernels(true, true);
+  auto backend = backend_with_attention_kernels("registers", "registers");
   const int cases = check_tensor_core_cases(*backend);
   EXPECT_EQ(launches(*backend).register_forward, cases);
   EXPECT_EQ(launches(*backend).register_backward, cases - 2);
+  EXPECT_EQ(launches(*backend).staged_forward + launches(*backend).staged_backward, 0);
+}
+
+// The register kernels with their loads staged by cp.async (heads up to 64; 128 loads as
+// "registers"), both sides, and each beside the other side's WMMA kernel: the cases include T not
+// a multiple of the step (the last staged step's rows past T are zeros) and T below one step.
+TEST_F(CudaOps, FlashAttentionInRegistersWithStagedLoads) {
+  auto backend = backend_with_attention_kernels("staged", "staged");
+  const int cases = check_tensor_core_cases(*backend);
+  EXPECT_EQ(launches(*backend).register_forward, cases);
+  EXPECT_EQ(launches(*backend).register_backward, cases - 2);
+  EXPECT_EQ(launches(*backend).staged_forward, cases - 2);  // all but head size 128's two
+  EXPECT_EQ(launches(*backend).staged_backward, cases - 2);
+  check_rows_after_q_start(*backend);  // generation's rows from q_start on, staged
+  auto forward_only = backend_with_attention_kernels("staged", "wmma");
+  check_attention(*forward_only, {2, 70, 2, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
+  EXPECT_EQ(launches(*forward_only).staged_forward, 1);
+  EXPECT_EQ(launches(*forward_only).staged_backward, 0);
+  auto backward_only = backend_with_attention_kernels("wmma", "staged");
+  check_attention(*backward_only, {2, 70, 2, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
+  EXPECT_EQ(launches(*backward_only).staged_forward, 0);
+  EXPECT_EQ(launches(*backward_only).staged_backward, 1);
 }
 
 TEST_F(CudaOps, HeadSizesTheTensorCoresTakeNotRunInFp32) {
@@ -284,7 +307,7 @@ TEST_F(CudaOps, UnfusedAttention) {
 }
 
 TEST_F(CudaOps, TensorCoreAttentionRecomputesOnlyTheRowsAfterQStart) {
-  check_rows_after_q_start(*backend_with_attention_kernels(false, false));  // WMMA's
+  check_rows_after_q_start(*backend_with_attention_kernels("wmma", "wmma"));  // WMMA's
 }
 
 // ---- the fused pairs ----------------------------------------------------------------------------

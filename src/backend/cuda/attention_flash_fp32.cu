@@ -375,9 +375,12 @@ void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, 
   args.q_start = q_start;
   args.dropout = {dropout, live_dropout_step()};
   if (uses_tensor_core_attention(hs)) {
-    if (forward_in_registers_) {
-      cuda::flash_attention_forward_registers(args, stream_);
+    if (forward_kernels_ != AttentionKernels::kWmma) {
+      const bool staged =
+          forward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs);
+      cuda::flash_attention_forward_registers(args, stream_, staged);
       ++attention_launches_.register_forward;
+      attention_launches_.staged_forward += staged;
     } else {
       cuda::flash_attention_forward_bf16(args, stream_);
     }
@@ -414,9 +417,13 @@ void CudaBackend::attention_backward(float* dqkv, const float* dout, const float
   args.shape = shape;
   args.dropout = {dropout, live_dropout_step()};
   if (uses_tensor_core_attention(hs)) {
-    if (backward_in_registers_ && cuda::register_attention_backward_supports(hs)) {
-      cuda::flash_attention_backward_registers(args, stream_);
+    if (backward_kernels_ != AttentionKernels::kWmma &&
+        cuda::register_attention_backward_supports(hs)) {
+      const bool staged =
+          backward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs);
+      cuda::flash_attention_backward_registers(args, stream_, staged);
       ++attention_launches_.register_backward;
+      attention_launches_.staged_backward += staged;
     } else {
       cuda::flash_attention_backward_bf16(args, stream_);
     }

@@ -79,11 +79,16 @@ void flash_attention_backward_fp32(const AttentionBackwardArgs& args, cudaStream
 bool tensor_core_attention_supports(int head_size);
 void flash_attention_forward_bf16(const AttentionForwardArgs& args, cudaStream_t stream);
 // The same with the scores in registers (attention_registers.cu: mma.sync, FlashAttention-2's
-// arrangement): the forward by default, the backward by FOLIO_ATTENTION_BACKWARD=registers
-// (cuda_backend.cu says why); the backward takes head sizes up to 64.
-void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream);
+// arrangement), the default (cuda_backend.cu says why); the backward takes head sizes up to 64.
+// `staged`: the next step's rows copied into shared memory by cp.async while the block computes
+// (attention_tiles.cuh), for head sizes up to 64 (staged_attention_supports; larger heads load
+// as without).
+void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream,
+                                       bool staged);
 bool register_attention_backward_supports(int head_size);
-void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream);
+bool staged_attention_supports(int head_size);
+void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream,
+                                        bool staged);
 void flash_attention_backward_bf16(const AttentionBackwardArgs& args, cudaStream_t stream);
 
 }  // namespace folio::cuda

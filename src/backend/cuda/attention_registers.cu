@@ -1,8 +1,8 @@
 // Tensor-core attention with the scores in registers: FlashAttention-2's arrangement of the
 // kernels in attention_flash_bf16.cu (attention_kernels.h has the algorithm; the numerics are the
 // same: bf16 operands, fp32 scores, statistics and accumulators, row sums before dropout). The
-// forward is the default, the backward chosen by FOLIO_ATTENTION_BACKWARD=registers (what each
-// measured on an H200: cuda_backend.cu).
+// default both ways (cuda_backend.cu says what each measured on an H200); FOLIO_ATTENTION_FORWARD
+// and FOLIO_ATTENTION_BACKWARD=staged run them with their loads staged by cp.async.
 //
 // Each warp keeps its 16 rows' operands, scores, probabilities and accumulators in registers;
 // only the other side's rows (64 at a step) pass through shared memory. The products are PTX
@@ -247,7 +247,9 @@ struct ForwardTiles {
 // Three blocks an SM for heads up to 64 (at most 168 registers a thread): left free, the compiler
 // took 238 to overlap the Philox calls of four quads of keys, and two blocks an SM. (Head size
 // 128 takes all 255 and spills 128 bytes; 24 before the quads.)
-template <int kHead>
+// kStaged: the keys and values come through StagedRows (attention_tiles.cuh), the next step's
+// copied while the block computes on this one.
+template <int kHead, bool kStaged>
 __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
     flash_forward_registers_kernel(AttentionForwardArgs args) {
   using S = Strides<kHead>;
@@ -262,6 +264,9 @@ __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
   const auto& [s, A, ld, head, first_row, last_row, warp, lane, row0, spec] = block;
   const int g = lane_group(), t = lane_pair();
   const int rows[2] = {first_row + row0 + g, first_row + row0 + g + 8};  // this thread's two
+  const float *keys = head.q + A, *values = head.q + 2 * A;
+  StagedRows<kHead>& stage = staged_rows_of<ForwardTiles<kHead>, kHead>(shared_bytes);
+  if constexpr (kStaged) stage_step(stage, keys, ld, values, ld, 0, s.T);  // while q loads
 
   load_rows<kHead, kRows>(tiles.q, S::kHeadRow, head.q, ld, first_row, s.T);
   __syncthreads();
@@ -279,7 +284,14 @@ __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
   float row_sum[2] = {0.0f, 0.0f};  // this thread's share of its rows' sums (columns 2t, 2t + 1)
 
   for (int step = 0; step <= last_row; step += kStep) {
-    if (!load_key_step<kHead, KeysByQuads>(tiles.k, tiles.v, block, step)) continue;
+    if constexpr (kStaged) {
+      take_staged_step<kHead, KeysByQuads>(tiles.k, tiles.v, stage);
+      __syncthreads();
+      if (step + kStep <= last_row) stage_step(stage, keys, ld, values, ld, step + kStep, s.T);
+      if (first_row + row0 + kTile - 1 < step) continue;  // the warp's rows precede the keys
+    } else if (!load_key_step<kHead, KeysByQuads>(tiles.k, tiles.v, block, step)) {
+      continue;
+    }
 #pragma unroll 1
     for (int j0 = step; j0 < step + kStep; j0 += kChunk) {
       const bf16* k_rows = tiles.k + (j0 - step) * S::kHeadRow;
@@ -414,10 +426,26 @@ __device__ __forceinline__ void draw_pair_of_pairs(float (&keep)[2][2], const Dr
   }
 }
 
+// The staged copies of query step i0 for the dk/dv kernel: its queries, output gradients,
+// log-sum-exps and row dots, as one group (past T: zeros, which the kernel replaces).
+template <int kHead>
+__device__ void stage_query_step(StagedRows<kHead>& stage, const BackwardBlock& block,
+                                 const AttentionBackwardArgs& args, int i0) {
+  const AttentionShape& s = block.s;
+  if (threadIdx.x < kStep) {
+    const int i = i0 + threadIdx.x;
+    const bool copy = i < s.T;
+    const size_t at = size_t(block.head.bh) * s.T + (copy ? i : 0);
+    copy_async_4(&stage.lse[threadIdx.x], args.lse + at, copy);
+    copy_async_4(&stage.row_dot[threadIdx.x], args.row_dot + at, copy);
+  }
+  stage_step(stage, block.head.q, block.ld, block.head.dout, block.A, i0, s.T);
+}
+
 // dk and dv for the block's 64 keys, over the query steps that see them. The scores are kept
 // transposed (s^T = k q^T: the warp's 16 keys as rows, the step's queries as columns), so that
-// (p m)^T and ds^T are A fragments as they stand.
-template <int kHead>
+// (p m)^T and ds^T are A fragments as they stand. kStaged as in the forward.
+template <int kHead, bool kStaged>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_keys_registers_kernel(AttentionBackwardArgs args) {
   using S = Strides<kHead>;
@@ -434,6 +462,8 @@ __global__ void __launch_bounds__(kThreads)
   const DropoutCursor draws(spec, static_cast<uint32_t>(head.b));
   const uint64_t head_rows = uint64_t(head.h) * s.T;  // element (h T + i) T + j
   const float scale_log2 = head.scale * kLog2e;
+  StagedRows<kHead>& stage = staged_rows_of<BackwardTiles<kHead>, kHead>(shared_bytes);
+  if constexpr (kStaged) stage_query_step(stage, block, args, first_key);  // while k, v load
 
   // the warp's keys and values, as A fragments
   load_rows<kHead, kRows, KeysByPairs>(tiles.a, S::kHeadRow, head.q + A, ld, first_key, s.T);
@@ -447,15 +477,26 @@ __global__ void __launch_bounds__(kThreads)
   zero(dv);
 
   for (int i0 = first_key; i0 < s.T; i0 += kStep) {  // queries before first_key see no key here
-    __syncthreads();  // every warp is done with the last step (and with its own rows)
-    load_rows<kHead, kStep>(tiles.a, S::kHeadRow, head.q, ld, i0, s.T);
-    load_rows<kHead, kStep>(tiles.b, S::kHeadRow, head.dout, A, i0, s.T);
-    for (int c = threadIdx.x; c < kStep; c += blockDim.x) {  // past T, p = 0
-      const int i = i0 + c;
-      tiles.lse[c] = i < s.T ? args.lse[size_t(head.bh) * s.T + i] * kLog2e : INFINITY;
-      tiles.row_dot[c] = i < s.T ? args.row_dot[size_t(head.bh) * s.T + i] : 0.0f;
+    if constexpr (kStaged) {
+      take_staged_step<kHead, InOrder>(tiles.a, tiles.b, stage);
+      if (threadIdx.x < kStep) {  // past T, p = 0
+        const int c = threadIdx.x, i = i0 + c;
+        tiles.lse[c] = i < s.T ? stage.lse[c] * kLog2e : INFINITY;
+        tiles.row_dot[c] = i < s.T ? stage.row_dot[c] : 0.0f;
+      }
+      __syncthreads();
+      if (i0 + kStep < s.T) stage_query_step(stage, block, args, i0 + kStep);
+    } else {
+      __syncthreads();  // every warp is done with the last step (and with its own rows)
+      load_rows<kHead, kStep>(tiles.a, S::kHeadRow, head.q, ld, i0, s.T);
+      load_rows<kHead, kStep>(tiles.b, S::kHeadRow, head.dout, A, i0, s.T);
+      for (int c = threadIdx.x; c < kStep; c += blockDim.x) {  // past T, p = 0
+        const int i = i0 + c;
+        tiles.lse[c] = i < s.T ? args.lse[size_t(head.bh) * s.T + i] * kLog2e : INFINITY;
+        tiles.row_dot[c] = i < s.T ? args.row_dot[size_t(head.bh) * s.T + i] : 0.0f;
+      }
+      __syncthreads();
     }
-    __syncthreads();
 #pragma unroll 1
     for (int chunk = 0; chunk < kStep; chunk += kChunk) {
       const bf16* q_rows = tiles.a + chunk * S::kHeadRow;
@@ -494,9 +535,11 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<kHead>(dv, dqkv + 2 * A, dqkv_bf16 ? dqkv_bf16 + 2 * A : nullptr, ld, keys, s.T);
 }
 
-// dq for the block's 64 queries, over the key steps they see.
-template <int kHead>
-__global__ void __launch_bounds__(kThreads)
+// dq for the block's 64 queries, over the key steps they see. kStaged as in the forward: its
+// copies hold no registers, and the kernel fits three blocks an SM (168 registers, no spills at
+// head size 64, where the direct loads take 232); without, the compiler's choice (0: no minimum).
+template <int kHead, bool kStaged>
+__global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
     flash_backward_queries_registers_kernel(AttentionBackwardArgs args) {
   using S = Strides<kHead>;
   constexpr int kChunk = kHead >= 64 ? 32 : 64;  // keys scored at once, for registers
@@ -518,6 +561,9 @@ __global__ void __launch_bounds__(kThreads)
   const DropoutCursor draws(spec, static_cast<uint32_t>(head.b));
   const uint64_t row_elements[2] = {(uint64_t(head.h) * s.T + rows[0]) * s.T,
                                     (uint64_t(head.h) * s.T + rows[1]) * s.T};
+  const float *keys = head.q + A, *values = head.q + 2 * A;
+  StagedRows<kHead>& stage = staged_rows_of<BackwardTiles<kHead>, kHead>(shared_bytes);
+  if constexpr (kStaged) stage_step(stage, keys, ld, values, ld, 0, s.T);  // while q, dout load
 
   // the warp's queries and output gradients, as A fragments
   load_rows<kHead, kRows>(tiles.a, S::kHeadRow, head.q, ld, first_row, s.T);
@@ -530,10 +576,16 @@ __global__ void __launch_bounds__(kThreads)
   zero(dq);
 
   for (int j0 = 0; j0 <= last_row; j0 += kStep) {
-    __syncthreads();  // every warp is done with the last step (and with its own rows)
-    load_rows<kHead, kStep, KeysByQuads>(tiles.a, S::kHeadRow, head.q + A, ld, j0, s.T);
-    load_rows<kHead, kStep, KeysByQuads>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, j0, s.T);
-    __syncthreads();
+    if constexpr (kStaged) {
+      take_staged_step<kHead, KeysByQuads>(tiles.a, tiles.b, stage);
+      __syncthreads();
+      if (j0 + kStep <= last_row) stage_step(stage, keys, ld, values, ld, j0 + kStep, s.T);
+    } else {
+      __syncthreads();  // every warp is done with the last step (and with its own rows)
+      load_rows<kHead, kStep, KeysByQuads>(tiles.a, S::kHeadRow, keys, ld, j0, s.T);
+      load_rows<kHead, kStep, KeysByQuads>(tiles.b, S::kHeadRow, values, ld, j0, s.T);
+      __syncthreads();
+    }
     if (first_row + row0 + kTile - 1 < j0) continue;  // all this warp's rows precede the keys
 #pragma unroll 1
     for (int chunk = 0; chunk < kStep; chunk += kChunk) {
@@ -567,12 +619,21 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream) {
+void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream,
+                                       bool staged) {
   with_head_size(args.shape.head_size, [&](auto head) {
     constexpr int kHead = decltype(head)::value;
-    launch_with_shared(flash_forward_registers_kernel<kHead>,
-                       grid_for(args.shape.T - args.q_start, args.shape),
-                       sizeof(ForwardTiles<kHead>), stream, args, "flash_forward_registers");
+    const dim3 grid = grid_for(args.shape.T - args.q_start, args.shape);
+    if constexpr (kHead <= kLargestStagedHead) {
+      if (staged) {
+        return launch_with_shared(flash_forward_registers_kernel<kHead, true>, grid,
+                                  shared_bytes_of<ForwardTiles<kHead>, kHead, true>(), stream, args,
+                                  "flash_forward_registers (staged)");
+      }
+    }
+    launch_with_shared(flash_forward_registers_kernel<kHead, false>, grid,
+                       shared_bytes_of<ForwardTiles<kHead>, kHead, false>(), stream, args,
+                       "flash_forward_registers");
   });
 }
 
@@ -580,7 +641,12 @@ bool register_attention_backward_supports(int head_size) {
   return tensor_core_attention_supports(head_size) && head_size <= kHeadSizeOfRegisterBackward;
 }
 
-void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream) {
+bool staged_attention_supports(int head_size) {
+  return tensor_core_attention_supports(head_size) && head_size <= kLargestStagedHead;
+}
+
+void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream,
+                                        bool staged) {
   if (!register_attention_backward_supports(args.shape.head_size))
     throw Error("internal: no register attention backward for head size " +
                 std::to_string(args.shape.head_size));
@@ -588,12 +654,23 @@ void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaS
     constexpr int kHead = decltype(head)::value;
     if constexpr (kHead <= kHeadSizeOfRegisterBackward) {
       const dim3 grid = grid_for(args.shape.T, args.shape);
-      launch_with_shared(flash_backward_keys_registers_kernel<kHead>, grid,
-                         sizeof(BackwardTiles<kHead>), stream, args,
-                         "flash_backward_keys_registers");
-      launch_with_shared(flash_backward_queries_registers_kernel<kHead>, grid,
-                         sizeof(BackwardTiles<kHead>), stream, args,
-                         "flash_backward_queries_registers");
+      const auto launch_both = [&](auto staged_constant) {
+        constexpr bool kStaged = decltype(staged_constant)::value;
+        constexpr size_t bytes = shared_bytes_of<BackwardTiles<kHead>, kHead, kStaged>();
+        launch_with_shared(
+            flash_backward_keys_registers_kernel<kHead, kStaged>, grid, bytes, stream, args,
+            kStaged ? "flash_backward_keys_registers (staged)" : "flash_backward_keys_registers");
+        launch_with_shared(flash_backward_queries_registers_kernel<kHead, kStaged>, grid, bytes,
+                           stream, args,
+                           kStaged ? "flash_backward_queries_registers (staged)"
+                                   : "flash_backward_queries_registers");
+      };
+      static_assert(kHeadSizeOfRegisterBackward <= kLargestStagedHead);
+      if (staged) {
+        launch_both(std::true_type{});
+      } else {
+        launch_both(std::false_type{});
+      }
     }
   });
 }

@@ -40,6 +40,17 @@ struct InOrder {
   __host__ __device__ static constexpr int tile_row(int offset) { return offset; }
 };
 
+// Four floats of loaded row `offset`, from column `column`, rounded to bf16 into the tile row
+// RowOrder puts that row at (4-byte aligned: tile_ld is even, and so is the column).
+template <typename RowOrder>
+__device__ __forceinline__ void store_quad_as_bf16(bf16* tile, int tile_ld, int offset, int column,
+                                                   float4 values) {
+  auto* out =
+      reinterpret_cast<__nv_bfloat162*>(tile + RowOrder::tile_row(offset) * tile_ld + column);
+  out[0] = __floats2bfloat162_rn(values.x, values.y);
+  out[1] = __floats2bfloat162_rn(values.z, values.w);
+}
+
 // Rows first.. first + kCount - 1 of an fp32 matrix (row stride `ld`) into a bf16 tile, in the
 // order RowOrder gives; rows at or past `limit` are zero. Each thread issues all its loads before
 // it converts and stores any: a loop that stored each value before loading the next waited out one
@@ -76,11 +87,8 @@ __device__ void load_rows_as(bf16* tile, int tile_ld, const float* source, size_
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int e = threadIdx.x + (base + u) * kThreads;
-      // 4-byte aligned: tile_ld is even, and so is the column.
-      auto* out = reinterpret_cast<__nv_bfloat162*>(
-          tile + RowOrder::tile_row(e / kQuadsPerRow) * tile_ld + 4 * (e % kQuadsPerRow));
-      out[0] = __floats2bfloat162_rn(values[u].x, values[u].y);
-      out[1] = __floats2bfloat162_rn(values[u].z, values[u].w);
+      store_quad_as_bf16<RowOrder>(tile, tile_ld, e / kQuadsPerRow, 4 * (e % kQuadsPerRow),
+                                   values[u]);
     }
   }
 }
@@ -93,6 +101,133 @@ __device__ void load_rows(bf16* tile, int tile_ld, const float* source, size_t l
   } else {
     load_rows_as<kHead, kCount, RowOrder, false>(tile, tile_ld, source, ld, first, limit);
   }
+}
+
+// ---- loads staged through shared memory (FOLIO_ATTENTION_*=staged) -----------------------------
+// load_rows holds a step's rows in registers from load to store, and the block computes nothing
+// until they arrive: on an H200 ncu put a third of the register kernels' stalled cycles on
+// these loads (the kernels keep 2-3 warps a scheduler, too few to hide them). The staged
+// variant copies the next step's fp32 rows into shared memory with cp.async (sm_80 on), which
+// needs no registers to wait in, while the block computes on the current step; at the next step
+// it rounds them from shared memory into the bf16 tiles. It costs 32 KiB of shared memory a block
+// at head size 64, so the register kernels stage only heads up to 64.
+template <int kHead>
+struct StagedRows {
+  alignas(16) float a[kStep * kHead];  // dense rows, as copied
+  alignas(16) float b[kStep * kHead];
+  float lse[kStep], row_dot[kStep];  // the dk/dv kernel's per-query values
+};
+
+// cp.async of 16 or 4 bytes from global to shared memory; with `copy` false it writes zeros and
+// reads nothing (its source size is 0), for rows past the end.
+__device__ __forceinline__ void copy_async_16(void* shared, const void* global, bool copy) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
+               "r"(copy ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void copy_async_4(void* shared, const void* global, bool copy) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(global),
+               "r"(copy ? 4 : 0)
+               : "memory");
+}
+// The copies issued since the last call form one group (the next wait waits for it).
+__device__ __forceinline__ void commit_copies() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits for every copy this thread issued, then for every thread of the block: the staged rows
+// are then all there, and every warp is done with what it computed before.
+__device__ __forceinline__ void wait_for_staged_rows() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  __syncthreads();
+}
+
+// Issues the copies of rows first.. first + kCount - 1 of an fp32 matrix (row stride ld) into
+// `stage` (kCount dense rows of kHead floats); rows at or past `limit` are zeros. Sixteen bytes a
+// copy when the rows are 16-byte aligned, else four. A thread copies the same four columns of
+// every kPass-th row, stepping one pointer: the forward kernel spilled when its sixteen addresses
+// were each worked out ahead (the compiler kept them across the step's products).
+template <int kHead, int kCount, bool kVectors>
+__device__ void stage_rows_as(float* stage, const float* source, size_t ld, int first, int limit) {
+  constexpr int kQuadsPerRow = kHead / 4;
+  constexpr int kPass = kThreads / kQuadsPerRow;  // rows copied by all threads at once
+  static_assert(kThreads % kQuadsPerRow == 0 && kCount % kPass == 0);
+  const int column = 4 * (threadIdx.x % kQuadsPerRow), offset = threadIdx.x / kQuadsPerRow;
+  const float* p = source + size_t(first + offset) * ld + column;
+  float* out = stage + offset * kHead + column;
+#pragma unroll 1
+  for (int row = first + offset; row < first + kCount; row += kPass) {
+    const bool copy = row < limit;
+    const float* from = copy ? p : source;  // reads nothing past the end
+    if constexpr (kVectors) {
+      copy_async_16(out, from, copy);
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) copy_async_4(out + c, copy ? from + c : from, copy);
+    }
+    p += kPass * ld;
+    out += kPass * kHead;
+  }
+}
+
+template <int kHead, int kCount>
+__device__ void stage_rows(float* stage, const float* source, size_t ld, int first, int limit) {
+  if ((reinterpret_cast<uintptr_t>(source) | (ld * sizeof(float))) % 16 == 0) {
+    stage_rows_as<kHead, kCount, true>(stage, source, ld, first, limit);
+  } else {
+    stage_rows_as<kHead, kCount, false>(stage, source, ld, first, limit);
+  }
+}
+
+// The kCount staged rows rounded to bf16 into a tile, in the order RowOrder gives (after
+// wait_for_staged_rows).
+template <int kHead, int kCount, typename RowOrder = InOrder>
+__device__ void round_staged_rows(bf16* tile, int tile_ld, const float* stage) {
+  constexpr int kQuadsPerRow = kHead / 4;
+#pragma unroll
+  for (int u = 0; u < kCount * kQuadsPerRow / kThreads; ++u) {
+    const int e = threadIdx.x + u * kThreads, offset = e / kQuadsPerRow;
+    const int column = 4 * (e % kQuadsPerRow);
+    store_quad_as_bf16<RowOrder>(tile, tile_ld, offset, column,
+                                 *reinterpret_cast<const float4*>(stage + offset * kHead + column));
+  }
+}
+
+// A step of two row sets (keys and values; or queries and output gradients) staged: the copies
+// of rows first.. first + kStep - 1 of each, issued now as one group.
+template <int kHead>
+__device__ void stage_step(StagedRows<kHead>& stage, const float* a, size_t lda, const float* b,
+                           size_t ldb, int first, int limit) {
+  stage_rows<kHead, kStep>(stage.a, a, lda, first, limit);
+  stage_rows<kHead, kStep>(stage.b, b, ldb, first, limit);
+  commit_copies();
+}
+
+// Waits for the staged step and rounds its two row sets into the tiles, in the order RowOrder
+// gives; the caller adds what else the step needs, then a __syncthreads() before any warp reads
+// the tiles and before the next step's copies overwrite the stage.
+template <int kHead, typename RowOrder>
+__device__ void take_staged_step(bf16* a_tile, bf16* b_tile, const StagedRows<kHead>& stage) {
+  wait_for_staged_rows();
+  round_staged_rows<kHead, kStep, RowOrder>(a_tile, Strides<kHead>::kHeadRow, stage.a);
+  round_staged_rows<kHead, kStep, RowOrder>(b_tile, Strides<kHead>::kHeadRow, stage.b);
+}
+
+// Where a kernel's StagedRows lie in its dynamic shared memory: after its tiles, and the bytes
+// to launch it with.
+inline constexpr int kLargestStagedHead = 64;
+template <typename Tiles>
+__host__ __device__ constexpr size_t staged_rows_offset() {
+  return (sizeof(Tiles) + 127) / 128 * 128;
+}
+template <typename Tiles, int kHead, bool kStaged>
+constexpr size_t shared_bytes_of() {
+  return kStaged ? staged_rows_offset<Tiles>() + sizeof(StagedRows<kHead>) : sizeof(Tiles);
+}
+template <typename Tiles, int kHead>
+__device__ StagedRows<kHead>& staged_rows_of(unsigned char* shared_bytes) {
+  return *reinterpret_cast<StagedRows<kHead>*>(shared_bytes + staged_rows_offset<Tiles>());
 }
 
 // ---- exponentials in base 2 --------------------------------------------------------------------

@@ -49,22 +49,37 @@ std::unique_ptr<Backend> make_cuda_backend(int /*threads*/, const BackendOptions
 namespace {
 
 // Which tensor-core attention kernels run, each side: "wmma" (attention_flash_bf16.cu, products
-// through shared memory) or "registers" (attention_registers.cu, FlashAttention-2's arrangement).
-// Measured on an H200 (bench/gpu/gpu_check.sh, 2026-11-27), both passing every GPU test: the
-// forward kernels take the same time at T = 256 (0.97 ms a step, ncu), and with both sides in
-// registers GPT-2's step at T = 1024 fell from 64.5 to 55.2 ms: the forward runs in registers. The
-// backward in registers was slower at T = 256 (its key/value kernel 1.67 ms against 1.22), so it
-// stays wmma until a GPU has timed each side at T = 1024 alone. FOLIO_ATTENTION_FORWARD and
-// FOLIO_ATTENTION_BACKWARD choose either way.
+// through shared memory), "registers" (attention_registers.cu, FlashAttention-2's arrangement;
+// its backward takes heads up to 64 and larger heads use wmma) or "staged" (the register kernels
+// with each step's rows copied by cp.async while the block computes on the last; heads up to
+// 64, larger as "registers"; not yet run on a GPU, so not the default). Measured on an H200
+// (bench/gpu/gpu_check.sh, 2026-11-27, after the kernels drew their dropout four keys at a time),
+// every GPU test passing with both: registers on both sides made shakespeare_char's step 7.46 ms
+// against 7.89 with a wmma backward (ncu: key/value kernel 1.03 ms a step against 1.11, query
+// kernel 0.75 against 1.07), and GPT-2's at T = 1024 50.7 ms against 57.0. FOLIO_ATTENTION_FORWARD
+// and FOLIO_ATTENTION_BACKWARD choose any of the three.
 constexpr const char* kDefaultForwardKernels = "registers";
-constexpr const char* kDefaultBackwardKernels = "wmma";
+constexpr const char* kDefaultBackwardKernels = "registers";
 
-bool attention_kernels_in_registers(const char* variable, const char* default_kernels) {
+CudaBackend::AttentionKernels attention_kernels(const char* variable, const char* default_kernels) {
   const char* set = std::getenv(variable);
   const std::string value = set && *set ? set : default_kernels;
-  if (value != "registers" && value != "wmma")
-    throw Error(std::string(variable) + "=" + value + ": expected registers or wmma");
-  return value == "registers";
+  if (value == "wmma") return CudaBackend::AttentionKernels::kWmma;
+  if (value == "registers") return CudaBackend::AttentionKernels::kRegisters;
+  if (value == "staged") return CudaBackend::AttentionKernels::kStaged;
+  throw Error(std::string(variable) + "=" + value + ": expected registers, staged or wmma");
+}
+
+const char* name_of(CudaBackend::AttentionKernels kernels) {
+  switch (kernels) {
+    case CudaBackend::AttentionKernels::kWmma:
+      return "wmma";
+    case CudaBackend::AttentionKernels::kRegisters:
+      return "in registers";
+    case CudaBackend::AttentionKernels::kStaged:
+      return "in registers, loads staged";
+  }
+  return "";
 }
 
 }  // namespace
@@ -76,10 +91,8 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   check_cuda(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
   gpu_name_ = properties.name;
   sm_count_ = properties.multiProcessorCount;
-  forward_in_registers_ =
-      attention_kernels_in_registers("FOLIO_ATTENTION_FORWARD", kDefaultForwardKernels);
-  backward_in_registers_ =
-      attention_kernels_in_registers("FOLIO_ATTENTION_BACKWARD", kDefaultBackwardKernels);
+  forward_kernels_ = attention_kernels("FOLIO_ATTENTION_FORWARD", kDefaultForwardKernels);
+  backward_kernels_ = attention_kernels("FOLIO_ATTENTION_BACKWARD", kDefaultBackwardKernels);
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
@@ -138,12 +151,13 @@ std::string CudaBackend::description() const {
                      precision +
                      (options_.flash_attention ? ", flash attention" : ", attention unfused");
   if (!options_.fused_kernels) text += ", kernels unfused";
-  // The register kernels are bf16's tensor-core attention (fp32 runs the fp32 flash kernels); the
-  // backward ones serve heads of up to 64 and leave larger heads to the WMMA kernels.
-  const bool tensor_core_attention = bf16_ && options_.flash_attention;
-  if (forward_in_registers_ && tensor_core_attention) text += ", attention forward in registers";
-  if (backward_in_registers_ && tensor_core_attention)
-    text += ", attention backward in registers (heads up to 64)";
+  // The attention kernels are bf16's tensor-core attention (fp32 runs the fp32 flash kernels); the
+  // register backward serves heads of up to 64 and leaves larger heads to the WMMA kernels.
+  if (bf16_ && options_.flash_attention) {
+    text += std::string(", attention forward ") + name_of(forward_kernels_);
+    text += std::string(", backward ") + name_of(backward_kernels_);
+    if (backward_kernels_ != AttentionKernels::kWmma) text += " (heads up to 64)";
+  }
   return text + ")";
 }
 

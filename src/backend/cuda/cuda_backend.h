@@ -138,10 +138,15 @@ class CudaBackend final : public Backend {
 
   // Which attention kernels ran, counted per launch of the op: the GPU tests assert that the
   // path they mean to cover (the tensor cores' bf16 kernels, say) was the one taken.
+  // The tensor-core attention's kernels: scores through shared memory (attention_flash_bf16.cu),
+  // in registers (attention_registers.cu), or in registers with each step's rows staged by
+  // cp.async while the block computes on the last.
+  enum class AttentionKernels { kWmma, kRegisters, kStaged };
   struct AttentionLaunches {
     int tensor_core_forward = 0, tensor_core_backward = 0;  // bf16 mma kernels
-    int register_forward = 0;   // of tensor_core_forward: FOLIO_ATTENTION_FORWARD=registers
-    int register_backward = 0;  // of tensor_core_backward: FOLIO_ATTENTION_BACKWARD=registers
+    int register_forward = 0;   // of tensor_core_forward: the kernels in registers
+    int register_backward = 0;  // of tensor_core_backward: the kernels in registers
+    int staged_forward = 0, staged_backward = 0;            // of those: with their loads staged
     int fp32_flash_forward = 0, fp32_flash_backward = 0;    // flash-style on CUDA cores
     int unfused_forward = 0, unfused_backward = 0;          // probabilities in memory
   };
@@ -263,11 +268,10 @@ class CudaBackend final : public Backend {
   void abandon_step_capture() noexcept;  // ends a recording that an error cut short
 
   AttentionLaunches attention_launches_;
-  // FOLIO_ATTENTION_FORWARD and FOLIO_ATTENTION_BACKWARD (registers or wmma) at construction:
-  // the tensor-core attention keeps its scores in registers (attention_registers.cu) or passes
-  // them through shared memory (attention_flash_bf16.cu); the defaults are in cuda_backend.cu.
-  bool forward_in_registers_ = false;
-  bool backward_in_registers_ = false;
+  // FOLIO_ATTENTION_FORWARD and FOLIO_ATTENTION_BACKWARD at construction (the defaults are in
+  // cuda_backend.cu).
+  AttentionKernels forward_kernels_ = AttentionKernels::kRegisters;
+  AttentionKernels backward_kernels_ = AttentionKernels::kRegisters;
 };
 
 }  // namespace folio
