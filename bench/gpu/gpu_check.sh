@@ -22,7 +22,8 @@
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
 #                                     same GPU); folio bench with and without the graph, with the
 #                                     attention kernels both wmma and both staged
-#                                     (FOLIO_ATTENTION_FORWARD and _BACKWARD), and its per-op
+#                                     (FOLIO_ATTENTION_FORWARD and _BACKWARD), with ReLU's output
+#                                     kept as bf16 (FOLIO_CUDA_RELU_OUTPUT), and its per-op
 #                                     profile by default and staged; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
@@ -260,6 +261,13 @@ case "$mode" in
       --config shakespeare_char --device cuda --steps 50 --warmup 5
     step "folio bench, attention staged" 30 "${staged_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
+      --steps 50 --warmup 5
+    # ReLU's output kept as bf16, written by the product's epilogue (FOLIO_CUDA_RELU_OUTPUT; not
+    # yet the default), alone and with the staged attention
+    step "folio bench, relu output bf16" 30 env FOLIO_CUDA_RELU_OUTPUT=bf16 "$folio" bench \
+      --config shakespeare_char --device cuda --steps 50 --warmup 5
+    step "folio bench, staged and relu bf16" 30 env FOLIO_CUDA_RELU_OUTPUT=bf16 \
+      "${staged_attention[@]}" "$folio" bench --config shakespeare_char --device cuda \
       --steps 50 --warmup 5
     step "folio bench profile, attention staged" 30 "${staged_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \

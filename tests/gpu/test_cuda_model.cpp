@@ -19,6 +19,7 @@ namespace {
 
 using testing::cuda_backend;
 using testing::relative_error;
+using testing::ScopedEnvironment;
 
 constexpr int kVocab = 65;
 
@@ -265,7 +266,7 @@ TEST_F(CudaModel, RerunsAreBitIdentical) {
 
 // A step recorded once and replayed with each step's batch, dropout step and learning rate must
 // give the parameters the same steps issued op by op give, to the bit.
-TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
+void check_replayed_steps_equal_issued_steps() {
   for (const std::string dtype : {"fp32", "bf16"}) {
     SCOPED_TRACE(dtype);
     const Config c = test_config("shakespeare_char", 4);
@@ -283,6 +284,20 @@ TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
     }
     EXPECT_EQ(replayed.model.read_parameters(), issued.model.read_parameters());
   }
+}
+
+TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
+  check_replayed_steps_equal_issued_steps();
+}
+
+// ReLU's output kept as bf16 alone (FOLIO_CUDA_RELU_OUTPUT=bf16: the product writes it, with the
+// bias and ReLU in its epilogue): the model as close to the CPU as StaysCloseToTheCpuInBf16 asks,
+// and replayed steps equal to issued ones.
+TEST_F(CudaModel, ReluOutputKeptInBf16) {
+  ScopedEnvironment relu("FOLIO_CUDA_RELU_OUTPUT", "bf16");
+  ASSERT_TRUE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));
+  compare_with_cpu(test_config("shakespeare_char", 2), "bf16", 5e-2);
+  check_replayed_steps_equal_issued_steps();
 }
 
 // As the trainer runs them: logged steps op by op, the others replayed (recorded at the first

@@ -9,6 +9,7 @@
 // products, within 2% (forward) and 3% (backward).
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/shared_kernels.h"
@@ -26,6 +27,7 @@ namespace {
 using testing::cuda_backend;
 using testing::random_vector;
 using testing::relative_error;
+using testing::ScopedEnvironment;
 using testing::to_device;
 using testing::to_host;
 using testing::widened;
@@ -93,6 +95,115 @@ TEST_F(CudaOps, MatmulInFp32AtTheModelsShapes) {
 TEST_F(CudaOps, MatmulWithTheEpiloguesAndKernelsUnfused) {
   auto backend = cuda_backend("bf16", true, /*fused_kernels=*/false);
   check_matmul(*backend, 256, 384, 1536, kBf16Product);
+}
+
+// ---- ReLU's output kept as bf16 (FOLIO_CUDA_RELU_OUTPUT=bf16) -----------------------------------
+
+// ffwd.net.0 into a tensor kept as bf16 (fc = relu(x w^T + b)), then every op that reads it: fc2's
+// product, fc2's weight gradient, and ReLU's backward, which reads its signs. Each against the
+// reference computed from the values the GPU kept, so that only the op under test's error counts.
+void check_relu_output_in_bf16(Backend& backend, int N, int C, int F) {
+  SCOPED_TRACE(::testing::Message() << "N " << N << " C " << C << " F " << F);
+  ASSERT_TRUE(backend.keeps_as_bf16(ProductOperand::kReluOutput, 64));
+  const Floats x = random_vector<float>(size_t(N) * C, 21),
+               w = random_vector<float>(size_t(F) * C, 22), b = random_vector<float>(F, 23),
+               w2 = random_vector<float>(size_t(C) * F, 24), b2 = random_vector<float>(C, 25),
+               dout = random_vector<float>(size_t(N) * C, 26);
+  auto d_x = to_device(backend, x), d_w = to_device(backend, w), d_b = to_device(backend, b);
+  auto d_w2 = to_device(backend, w2), d_b2 = to_device(backend, b2);
+  const size_t n = size_t(N) * F;
+  DeviceBuffer d_fc(backend, n * sizeof(uint16_t));
+  float* fc = d_fc.as<float>();
+  backend.store_as_bf16(fc, n);
+  backend.matmul_activation_forward(fc, fc, d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), N, C,
+                                    F, Activation::kRelu, ReadBy::kAnyOp);
+  std::vector<uint16_t> bits(n);
+  backend.copy_to_host(bits.data(), fc, n * sizeof(uint16_t));
+  Floats kept(n);  // bf16 is the upper half of an fp32
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t word = uint32_t{bits[i]} << 16;
+    std::memcpy(&kept[i], &word, sizeof(float));
+  }
+  Doubles expected(n);
+  reference::matmul_forward(expected.data(), widened(x).data(), widened(w).data(),
+                            widened(b).data(), N, C, F);
+  for (double& value : expected) value = std::max(value, 0.0);
+  EXPECT_LT(relative_error(kept, expected), kBf16Product);
+
+  auto d_out = to_device(backend, Floats(size_t(N) * C, NAN));
+  backend.matmul_forward(d_out.as<float>(), fc, d_w2.as<float>(), d_b2.as<float>(), N, F, C);
+  Doubles out(size_t(N) * C);
+  reference::matmul_forward(out.data(), widened(kept).data(), widened(w2).data(),
+                            widened(b2).data(), N, F, C);
+  EXPECT_LT(relative_error(to_host(backend, d_out, out.size()), out), kBf16Product);
+
+  auto d_dout = to_device(backend, dout);
+  auto d_dfc = to_device(backend, Floats(n, NAN));
+  auto d_dw2 = to_device(backend, Floats(w2.size(), NAN)),
+       d_db2 = to_device(backend, Floats(C, NAN));
+  backend.matmul_backward(d_dfc.as<float>(), d_dw2.as<float>(), d_db2.as<float>(),
+                          d_dout.as<float>(), fc, d_w2.as<float>(), N, F, C,
+                          GradientUpdate::kWrite);
+  Doubles dfc(n, 0.0), dw2(w2.size(), 0.0), db2(C, 0.0);
+  reference::matmul_backward(dfc.data(), dw2.data(), db2.data(), widened(dout).data(),
+                             widened(kept).data(), widened(w2).data(), N, F, C);
+  const Floats through_fc2 = to_host(backend, d_dfc, n);
+  EXPECT_LT(relative_error(through_fc2, dfc), kBf16Product);
+  EXPECT_LT(relative_error(to_host(backend, d_dw2, dw2.size()), dw2), kBf16Product);
+
+  // ReLU's backward in place (d_fc is d_fc_act, as the model runs it): exactly the gradient where
+  // the kept output is positive, zero elsewhere
+  backend.activation_backward(d_dfc.as<float>(), d_dfc.as<float>(), fc, n, Activation::kRelu,
+                              ReadBy::kNextProduct);
+  const Floats through_relu = to_host(backend, d_dfc, n);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += through_relu[i] != (kept[i] > 0 ? through_fc2[i] : 0.0f);
+  EXPECT_EQ(wrong, 0u);
+
+  // A profiled step splits the op: the product alone into the kept tensor, then ReLU in place.
+  backend.matmul_forward(fc, d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), N, C, F);
+  backend.activation_forward(fc, fc, n, Activation::kRelu, ReadBy::kAnyOp);
+  backend.copy_to_host(bits.data(), fc, n * sizeof(uint16_t));
+  Floats split(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t word = uint32_t{bits[i]} << 16;
+    std::memcpy(&split[i], &word, sizeof(float));
+  }
+  EXPECT_LT(relative_error(split, expected), kBf16Product);
+}
+
+TEST_F(CudaOps, ReluOutputKeptInBf16) {
+  EXPECT_FALSE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));  // default
+  ScopedEnvironment relu("FOLIO_CUDA_RELU_OUTPUT", "bf16");
+  EXPECT_FALSE(cuda_backend("fp32")->keeps_as_bf16(ProductOperand::kReluOutput, 64));
+  auto backend = cuda_backend("bf16");
+  EXPECT_NE(backend->description().find("a ReLU model's fc kept in bf16"), std::string::npos);
+  check_relu_output_in_bf16(*backend, 1024, 384, 1536);  // shakespeare_char's ffwd
+  // F = 36: the bf16 output's rows are not 16-byte aligned (computed in fp32, then rounded), and
+  // fc2's products run in fp32 on the kept tensor widened
+  check_relu_output_in_bf16(*backend, 67, 40, 36);
+  const auto& products = dynamic_cast<const CudaBackend&>(*backend).bf16_output_products();
+  std::printf("ReLU outputs written as bf16: %d by the product's epilogue, %d rounded after\n",
+              products.in_epilogue, products.rounded_after);
+  EXPECT_EQ(products.in_epilogue + products.rounded_after, 4);  // two fused, two split
+  EXPECT_GE(products.rounded_after, 2);                         // F = 36's
+  ScopedEnvironment fallback("FOLIO_GEMM_FALLBACK", "1");       // no epilogues: rounded after
+  auto without_epilogues = cuda_backend("bf16");
+  check_relu_output_in_bf16(*without_epilogues, 256, 384, 1536);
+  EXPECT_EQ(
+      dynamic_cast<const CudaBackend&>(*without_epilogues).bf16_output_products().rounded_after, 2);
+}
+
+TEST_F(CudaOps, ReluOutputChoiceRefusesAnUnknownValue) {
+  ScopedEnvironment relu("FOLIO_CUDA_RELU_OUTPUT", "bf61");
+  try {
+    cuda_backend("bf16");
+    ADD_FAILURE() << "FOLIO_CUDA_RELU_OUTPUT=bf61 was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FOLIO_CUDA_RELU_OUTPUT=bf61: expected fp32 or bf16"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- attention ----------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // The feed-forward nonlinearity on the GPU (reference: backend/reference/activation.h): ReLU,
 // GELU with the exact erf, as torch.nn.GELU(), or GELU in its tanh form (GPT-2's gelu_new).
 // Element-wise; the output (or input gradient) is written in bf16 too when a matrix product reads
-// it that way. Nothing is saved: the backward pass reads the input the model keeps.
+// it that way. Nothing is saved: the backward pass reads the input the model keeps, which for
+// ReLU may be its output kept as bf16 alone (FOLIO_CUDA_RELU_OUTPUT=bf16; its signs are all the
+// backward needs, and rounding keeps them).
 #include <initializer_list>
 
 #include "backend/cuda/cuda_backend.h"
@@ -64,12 +66,20 @@ __global__ void activation_forward_kernel(float* out, cuda::bf16* out_bf16, cons
   }
 }
 
-// dinp = dout * f'(x)
+__device__ __forceinline__ float as_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float as_float(cuda::bf16 x) {
+  return __bfloat162float(x);
+}
+
+// dinp = dout * f'(x), x fp32 or bf16
+template <typename Input>
 __global__ void activation_backward_kernel(float* dinp, cuda::bf16* dinp_bf16, const float* dout,
-                                           const float* inp, size_t n, Activation kind) {
+                                           const Input* inp, size_t n, Activation kind) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    const float g = dout[i] * activation_derivative(inp[i], kind);
+    const float g = dout[i] * activation_derivative(as_float(inp[i]), kind);
     dinp[i] = g;
     if (dinp_bf16) dinp_bf16[i] = __float2bfloat16(g);
   }
@@ -97,12 +107,31 @@ __global__ void activation_forward_quads_kernel(float4* out, cuda::bf16* out_bf1
   }
 }
 
+// Quad i of an fp32 array, or of a bf16 one (8 bytes, two pairs).
+__device__ __forceinline__ float4 load_quad(const float* x, size_t i) {
+  return reinterpret_cast<const float4*>(x)[i];
+}
+__device__ __forceinline__ float4 load_quad(const cuda::bf16* x, size_t i) {
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(x) + 2 * i;
+  const float2 low = __bfloat1622float2(pairs[0]), high = __bfloat1622float2(pairs[1]);
+  return make_float4(low.x, low.y, high.x, high.y);
+}
+
+// ReLU in place on a tensor kept as bf16 (the product alone wrote it: a profiled step's split
+// path)
+__global__ void relu_in_place_bf16_kernel(cuda::bf16* x, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    x[i] = __float2bfloat16(fmaxf(__bfloat162float(x[i]), 0.0f));
+}
+
+template <typename Input>
 __global__ void activation_backward_quads_kernel(float4* dinp, cuda::bf16* dinp_bf16,
-                                                 const float4* dout, const float4* inp,
-                                                 size_t quads, Activation kind) {
+                                                 const float4* dout, const Input* inp, size_t quads,
+                                                 Activation kind) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < quads;
        i += size_t(gridDim.x) * blockDim.x) {
-    const float4 d = dout[i], x = inp[i];
+    const float4 d = dout[i], x = load_quad(inp, i);
     const float4 g = make_float4(d.x * activation_derivative(x.x, kind),
                                  d.y * activation_derivative(x.y, kind),
                                  d.z * activation_derivative(x.z, kind),
@@ -125,6 +154,13 @@ unsigned grid_for(size_t n, int sm_count) {
 void CudaBackend::activation_forward(float* out, const float* inp, size_t n, Activation kind,
                                      ReadBy /*read_by*/) {
   if (n == 0) return;
+  if (cuda::bf16* kept = kept_in_bf16(out, n)) {
+    if (kind != Activation::kRelu || inp != out)
+      throw Error("internal: only ReLU in place runs on a tensor kept as bf16");
+    wrote(kept, n * sizeof(cuda::bf16));
+    relu_in_place_bf16_kernel<<<grid_for(n, sm_count_), cuda::kBlockThreads, 0, stream_>>>(kept, n);
+    return check_launch("relu_in_place_bf16");
+  }
   cuda::bf16* out_bf16 = bf16_output(out, n);
   if (vectorizable(n, {out, out_bf16, inp})) {
     activation_forward_quads_kernel<<<grid_for(n / 4, sm_count_), cuda::kBlockThreads, 0,
@@ -142,14 +178,22 @@ void CudaBackend::activation_backward(float* dinp, const float* dout, const floa
                                       Activation kind, ReadBy /*dinp_read_by*/) {
   if (n == 0) return;
   cuda::bf16* dinp_bf16 = bf16_output(dinp, n);
-  if (vectorizable(n, {dinp, dinp_bf16, dout, inp})) {
-    activation_backward_quads_kernel<<<grid_for(n / 4, sm_count_), cuda::kBlockThreads, 0,
-                                       stream_>>>(
-        reinterpret_cast<float4*>(dinp), dinp_bf16, reinterpret_cast<const float4*>(dout),
-        reinterpret_cast<const float4*>(inp), n / 4, kind);
+  // the input as the model keeps it: fp32, or (ReLU's output) bf16
+  const auto launch = [&](const auto* x) {
+    if (vectorizable(n, {dinp, dinp_bf16, dout, x})) {
+      activation_backward_quads_kernel<<<grid_for(n / 4, sm_count_), cuda::kBlockThreads, 0,
+                                         stream_>>>(reinterpret_cast<float4*>(dinp), dinp_bf16,
+                                                    reinterpret_cast<const float4*>(dout), x, n / 4,
+                                                    kind);
+    } else {
+      activation_backward_kernel<<<grid_for(n, sm_count_), cuda::kBlockThreads, 0, stream_>>>(
+          dinp, dinp_bf16, dout, x, n, kind);
+    }
+  };
+  if (const cuda::bf16* kept = kept_in_bf16(inp, n)) {
+    launch(kept);
   } else {
-    activation_backward_kernel<<<grid_for(n, sm_count_), cuda::kBlockThreads, 0, stream_>>>(
-        dinp, dinp_bf16, dout, inp, n, kind);
+    launch(inp);
   }
   check_launch("activation_backward");
 }

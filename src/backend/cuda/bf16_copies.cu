@@ -12,6 +12,10 @@
 // Every op reports the memory it writes (wrote()); a copy that no longer matches its tensor is
 // marked out of date, so a stale copy is never read. This bookkeeping is host-side and follows
 // the order ops are issued in, which is the order the single stream runs them.
+//
+// A tensor kept as bf16 alone (store_as_bf16: ReLU's output with FOLIO_CUDA_RELU_OUTPUT=bf16)
+// needs no copy: a product reads it as it is, and an fp32 product (a leading dimension not a
+// multiple of 8) reads it widened into scratch memory.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernel_helpers.cuh"
 
@@ -27,6 +31,12 @@ __global__ void convert_to_bf16_kernel(cuda::bf16* out, const float* x, size_t n
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16(x[i]);
+}
+
+__global__ void widen_from_bf16_kernel(float* out, const cuda::bf16* x, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __bfloat162float(x[i]);
 }
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -64,7 +74,41 @@ cuda::bf16* CudaBackend::bf16_output(const float* out, size_t n) {
   return nullptr;
 }
 
+bool CudaBackend::keeps_as_bf16(ProductOperand tensor, int /*head_size*/) const {
+  return bf16_ && options_.fused_kernels && relu_output_in_bf16_ &&
+         tensor == ProductOperand::kReluOutput;
+}
+
+void CudaBackend::store_as_bf16(const float* tensor, size_t count) {
+  if (!keeps_as_bf16(ProductOperand::kReluOutput, 0))
+    throw Error("internal: this cuda backend keeps no tensor as bf16");
+  kept_bf16_.push_back({reinterpret_cast<const char*>(tensor), count * sizeof(cuda::bf16)});
+}
+
+cuda::bf16* CudaBackend::kept_in_bf16(const void* x, size_t n) const {
+  const char* begin = static_cast<const char*>(x);
+  const char* end = begin + n * sizeof(cuda::bf16);
+  for (const KeptBf16& kept : kept_bf16_) {
+    if (begin >= kept.begin && end <= kept.begin + kept.bytes)
+      return reinterpret_cast<cuda::bf16*>(const_cast<char*>(begin));
+    if (overlaps(begin, n * sizeof(cuda::bf16), kept.begin, kept.bytes))
+      throw Error("internal: an op reads or writes part of a tensor kept as bf16 as fp32");
+  }
+  return nullptr;
+}
+
+const float* CudaBackend::widened_if_kept(const float* x, size_t n, Scratch slot) {
+  const cuda::bf16* kept = kept_in_bf16(x, n);
+  if (kept == nullptr) return x;
+  auto* widened = static_cast<float*>(scratch(slot, n * sizeof(float)));
+  const unsigned blocks = std::min(cuda::blocks_for(n, cuda::kBlockThreads), 8u * sm_count_);
+  widen_from_bf16_kernel<<<blocks, cuda::kBlockThreads, 0, stream_>>>(widened, kept, n);
+  check_launch("widen_from_bf16");
+  return widened;
+}
+
 const cuda::bf16* CudaBackend::bf16_activation(const float* x, size_t n, Scratch fallback) {
+  if (const cuda::bf16* kept = kept_in_bf16(x, n)) return kept;
   const bool keep = options_.fused_kernels && n >= kSmallestKeptCopy;
   for (Bf16Copy& copy : bf16_copies_) {
     if (copy.source != x) continue;

@@ -70,6 +70,17 @@ CudaBackend::AttentionKernels attention_kernels(const char* variable, const char
   throw Error(std::string(variable) + "=" + value + ": expected registers, staged or wmma");
 }
 
+// FOLIO_CUDA_RELU_OUTPUT: "bf16" keeps a ReLU model's fc as bf16 alone (the product writes it
+// with the bias and ReLU in its epilogue: no activation pass, and 2 bytes an element where fp32
+// and its bf16 copy took 6); "fp32" (the default until a GPU has run it) keeps fp32 and a copy.
+bool relu_output_in_bf16() {
+  const char* set = std::getenv("FOLIO_CUDA_RELU_OUTPUT");
+  const std::string value = set && *set ? set : "fp32";
+  if (value != "fp32" && value != "bf16")
+    throw Error("FOLIO_CUDA_RELU_OUTPUT=" + value + ": expected fp32 or bf16");
+  return value == "bf16";
+}
+
 const char* name_of(CudaBackend::AttentionKernels kernels) {
   switch (kernels) {
     case CudaBackend::AttentionKernels::kWmma:
@@ -93,6 +104,7 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   sm_count_ = properties.multiProcessorCount;
   forward_kernels_ = attention_kernels("FOLIO_ATTENTION_FORWARD", kDefaultForwardKernels);
   backward_kernels_ = attention_kernels("FOLIO_ATTENTION_BACKWARD", kDefaultBackwardKernels);
+  relu_output_in_bf16_ = relu_output_in_bf16();
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
@@ -158,6 +170,7 @@ std::string CudaBackend::description() const {
     text += std::string(", backward ") + name_of(backward_kernels_);
     if (backward_kernels_ != AttentionKernels::kWmma) text += " (heads up to 64)";
   }
+  if (keeps_as_bf16(ProductOperand::kReluOutput, 0)) text += ", a ReLU model's fc kept in bf16";
   return text + ")";
 }
 
@@ -215,6 +228,9 @@ void CudaBackend::release(void* pointer) noexcept {
     return reinterpret_cast<const char*>(p) >= begin && reinterpret_cast<const char*>(p) < end;
   };
   std::erase_if(bf16_copies_, [&](const Bf16Copy& copy) { return inside(copy.source); });
+  std::erase_if(kept_bf16_, [&](const KeptBf16& kept) {
+    return inside(reinterpret_cast<const float*>(kept.begin));
+  });
   if (mirror_.source != nullptr && inside(mirror_.source)) mirror_ = ParameterMirror{};
   allocations_.erase(allocation);
   report_cuda_error_once(cudaFree(pointer), "cudaFree");

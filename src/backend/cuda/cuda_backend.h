@@ -94,6 +94,12 @@ class CudaBackend final : public Backend {
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int N, int IC, int OC,
                        GradientUpdate update) override;
+  // ReLU's in-place output kept as bf16 (FOLIO_CUDA_RELU_OUTPUT=bf16): the product writes it in
+  // bf16 with the bias and ReLU in its epilogue, and no pass over it follows. Otherwise the
+  // product, then activation_forward.
+  void matmul_activation_forward(float* pre, float* out, const float* inp, const float* weight,
+                                 const float* bias, int N, int IC, int OC, Activation kind,
+                                 ReadBy out_read_by) override;
   // Flash attention saves each row's log-sum-exp (B, H, T) and a copy of the output (B, T, A),
   // whose row products with dout the backward pass needs; without it, the probabilities.
   size_t attention_saved_floats(int B, int T, int H, int head_size) const override;
@@ -135,6 +141,17 @@ class CudaBackend final : public Backend {
 
   void set_parameter_buffer(const float* parameters, size_t count) override;
   double peak_flops() const override;
+  // With bf16 products and FOLIO_CUDA_RELU_OUTPUT=bf16: a ReLU model's fc (ReLU's output), which
+  // only fc2's products and ReLU's backward read (for its signs), is kept as bf16 alone: 2 bytes
+  // an element where fp32 and a bf16 copy took 6, and no activation pass in the forward.
+  bool keeps_as_bf16(ProductOperand tensor, int head_size) const override;
+  void store_as_bf16(const float* tensor, size_t count) override;
+  // Products that wrote a tensor kept as bf16: in their epilogue, or in fp32 and then rounded (no
+  // algorithm for the epilogue): the GPU tests report which ran.
+  struct Bf16OutputProducts {
+    int in_epilogue = 0, rounded_after = 0;
+  };
+  const Bf16OutputProducts& bf16_output_products() const { return bf16_output_products_; }
 
   // Which attention kernels ran, counted per launch of the op: the GPU tests assert that the
   // path they mean to cover (the tensor cores' bf16 kernels, say) was the one taken.
@@ -175,6 +192,7 @@ class CudaBackend final : public Backend {
     kAttentionWeights,      // unfused attention: dropped probabilities, then dS
     kAttentionScratch,      // unfused attention: d(dropped probabilities)
     kAttentionHeadOutputs,  // unfused attention: outputs and gradients by head
+    kProductOutput,         // a product's fp32 output before it is rounded into a bf16 tensor
     kCount
   };
   void* scratch(Scratch slot, size_t bytes);
@@ -206,6 +224,14 @@ class CudaBackend final : public Backend {
   cuda::bf16* mirror_of(const float* params, size_t n);
   void refresh_parameter_mirror();
   void convert_to_bf16(cuda::bf16* out, const float* x, size_t n);
+  // The n elements at x, in a tensor kept as bf16 (store_as_bf16), else null (x holds fp32).
+  cuda::bf16* kept_in_bf16(const void* x, size_t n) const;
+  // x itself, or where x lies in a tensor kept as bf16, its n elements widened to fp32 in `slot`.
+  const float* widened_if_kept(const float* x, size_t n, Scratch slot);
+  // out (N, OC), kept as bf16, = inp @ weight^T + bias, then ReLU if `relu`: in the product's
+  // epilogue where cuBLASLt offers it, else in fp32 and rounded.
+  void linear_into_bf16(cuda::bf16* out, const float* inp, const float* weight, const float* bias,
+                        int N, int IC, int OC, bool relu);
 
   // Whether a product runs on bf16 operands: with dtype bf16, when every operand's rows start on
   // 16-byte boundaries (leading dimensions of whole multiples of 8), which the tensor cores'
@@ -244,6 +270,13 @@ class CudaBackend final : public Backend {
   std::vector<DeviceMemory> scratch_;
   std::vector<Bf16Copy> bf16_copies_;
   ParameterMirror mirror_;
+  struct KeptBf16 {  // a tensor kept as bf16 alone: its bytes
+    const char* begin;
+    size_t bytes;
+  };
+  std::vector<KeptBf16> kept_bf16_;
+  bool relu_output_in_bf16_ = false;  // FOLIO_CUDA_RELU_OUTPUT=bf16
+  Bf16OutputProducts bf16_output_products_;
 
   // Copies to the device go through page-locked slots, so that they neither wait for the GPU nor
   // make the GPU wait; a slot is reused once the copy that last used it has been done.

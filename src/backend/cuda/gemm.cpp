@@ -89,8 +89,11 @@ Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
   set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
   set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
   const auto epilogue = static_cast<cublasLtEpilogue_t>(key.epilogue);
-  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  if (key.align_bias != 0) {
+    // fp32 bias vectors, also beside a bf16 output (cuBLASLt's default there would be bf16: it
+    // may refuse, and the caller then does without the epilogue)
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
     // The heuristic reads the bias pointer's alignment from its value: one with the real one's.
     const void* aligned_like_bias = reinterpret_cast<const void*>(uintptr_t(key.align_bias));
@@ -104,7 +107,8 @@ Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
   check_cublas(cublasLtMatrixLayoutCreate(&plan->b, operand_type, key.transpose_b ? key.n : key.k,
                                           key.transpose_b ? key.k : key.n, key.ldb),
                "cublasLtMatrixLayoutCreate");
-  check_cublas(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32F, key.m, key.n, key.ldd),
+  check_cublas(cublasLtMatrixLayoutCreate(&plan->d, key.out_bf16 ? CUDA_R_16BF : CUDA_R_32F, key.m,
+                                          key.n, key.ldd),
                "cublasLtMatrixLayoutCreate");
   if (key.batch > 1) {
     const int32_t batch = key.batch;
@@ -141,8 +145,11 @@ Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
 
 bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
   if (r.M == 0 || r.N == 0 || r.batch == 0) return true;
-  if (r.batch > 1 && (r.bias || r.a_row_sums))
+  if (r.batch > 1 && (r.bias || r.a_row_sums || r.relu || r.out_bf16))
     throw Error("internal: cuBLASLt epilogues are used on single products only");
+  if (r.out_bf16 && r.precision != GemmPrecision::kBf16)
+    throw Error("internal: a bf16 output needs bf16 operands");
+  if (r.relu && !r.out_bf16) throw Error("internal: ReLU rides only with a bf16 output");
   const int64_t element = r.precision == GemmPrecision::kBf16 ? 2 : 4;
   // out^T (N x M) = op(b)^T (N x K) op(a)^T (K x M): cuBLASLt's A is our b, its B our a.
   PlanKey key{};
@@ -161,12 +168,15 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
   key.stride_d = r.batch > 1 ? r.out_batch_stride : 0;
   // The bias runs along cuBLASLt's rows (our columns); the row sums of our a are the column sums
   // of its B.
-  key.epilogue = r.bias         ? CUBLASLT_EPILOGUE_BIAS
+  key.epilogue = r.relu         ? (r.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                 : r.bias       ? CUBLASLT_EPILOGUE_BIAS
                  : r.a_row_sums ? CUBLASLT_EPILOGUE_BGRADB
                                 : CUBLASLT_EPILOGUE_DEFAULT;
+  key.out_bf16 = r.out_bf16 != nullptr;
+  void* out = r.out_bf16 ? r.out_bf16 : static_cast<void*>(r.out);
   key.align_a = alignment_of(r.b.data, key.stride_a * element);
   key.align_b = alignment_of(r.a.data, key.stride_b * element);
-  key.align_d = alignment_of(r.out, key.stride_d * 4);
+  key.align_d = alignment_of(out, key.stride_d * 4);
   const void* epilogue_vector = r.bias ? static_cast<const void*>(r.bias) : r.a_row_sums;
   key.align_bias = epilogue_vector ? alignment_of(epilogue_vector, 0) : 0;
 
@@ -174,16 +184,20 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
   if (plan.available) {
     if (epilogue_vector)
       set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
-    const cublasStatus_t status =
-        cublasLtMatmul(handle_, plan.desc, &r.alpha, r.b.data, plan.a, r.a.data, plan.b, &r.beta,
-                       r.out, plan.d, r.out, plan.d, &plan.algo, workspace_.get(),
-                       workspace_.bytes(), stream);
+    const cublasStatus_t status = cublasLtMatmul(
+        handle_, plan.desc, &r.alpha, r.b.data, plan.a, r.a.data, plan.b, &r.beta, out, plan.d, out,
+        plan.d, &plan.algo, workspace_.get(), workspace_.bytes(), stream);
     if (status == CUBLAS_STATUS_SUCCESS) return true;
-    // The heuristic's algorithm refused at run time: never again for this shape.
-    if (status != CUBLAS_STATUS_NOT_SUPPORTED) check_cublas(status, "cublasLtMatmul");
+    // The heuristic's algorithm refused at run time: never again for this shape. (A bf16 output
+    // beside an fp32 bias is a combination cuBLASLt's versions differ on: refused as an invalid
+    // value, it is refused too, and the caller computes in fp32 and rounds.)
+    const bool refused = status == CUBLAS_STATUS_NOT_SUPPORTED ||
+                         (key.out_bf16 && status == CUBLAS_STATUS_INVALID_VALUE);
+    if (!refused) check_cublas(status, "cublasLtMatmul");
     plan.available = false;
   }
-  if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return false;  // the caller does without it
+  // the caller does without the epilogue, or computes in fp32 and rounds
+  if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT || key.out_bf16) return false;
   run_plain_cublas(r, stream);
   return true;
 }

@@ -1,8 +1,9 @@
 // Matrix products through cuBLASLt, asked for in row-major terms (as backend/cpu/gemm.h):
 //   out (M x N) = alpha * op(a) op(b) + beta * out,   op(a) is M x K, op(b) is K x N,
-// optionally a batch of them at fixed strides. Operands are fp32 or bf16; accumulation and the
-// output are always fp32. A linear layer's bias, or its gradient, can ride in the product's
-// epilogue, saving a pass over the output.
+// optionally a batch of them at fixed strides. Operands are fp32 or bf16; accumulation is fp32,
+// and so is the output, except that a product of bf16 operands may write bf16 (out_bf16: a
+// tensor kept as bf16 alone). A linear layer's bias, or its gradient, and ReLU after the bias,
+// can ride in the product's epilogue, saving a pass over the output.
 //
 // cuBLASLt is column-major: the row-major product is asked for as out^T = op(b)^T op(a)^T, which
 // is the same memory. The heuristic's choice is cached per shape, type, epilogue and pointer
@@ -10,8 +11,9 @@
 // heuristic once.
 //
 // When cuBLASLt has no algorithm for a product (or refuses one at run time), the plain cuBLAS
-// GEMM does it instead; an epilogue it cannot offer is refused (run() returns false) and the
-// caller adds the bias, or sums its gradient, in a kernel of its own. FOLIO_GEMM_FALLBACK=1 in
+// GEMM does it instead; an epilogue it cannot offer, or a bf16 output, is refused (run() returns
+// false) and the caller adds the bias, or sums its gradient, in a kernel of its own (or computes
+// in fp32 and rounds). FOLIO_GEMM_FALLBACK=1 in
 // the environment takes those paths for every product (the GPU tests check them that way).
 #pragma once
 
@@ -46,12 +48,14 @@ struct GemmRequest {
   GemmPrecision precision = GemmPrecision::kFloat32;
   GemmOperand a, b;
   float* out = nullptr;
+  void* out_bf16 = nullptr;  // instead of out: the output in bf16 (bf16 operands, batch 1)
   int ld_out = 0;
   int64_t out_batch_stride = 0;
   float alpha = 1.0f, beta = 0.0f;
   // Epilogues (batch 1 only):
   const float* bias = nullptr;  // out[i, j] += bias[j]
   float* a_row_sums = nullptr;  // a_row_sums[i] = sum over k of op(a)[i, k]: a bias gradient
+  bool relu = false;            // out = max(out, 0), after the bias (with out_bf16 only)
 };
 
 class Gemm {
@@ -72,7 +76,7 @@ class Gemm {
   void run_plain_cublas(const GemmRequest& request, cudaStream_t stream);
   struct Plan;
   struct PlanKey {
-    int precision, transpose_a, transpose_b, m, n, k, lda, ldb, ldd, batch, epilogue;
+    int precision, transpose_a, transpose_b, m, n, k, lda, ldb, ldd, batch, epilogue, out_bf16;
     int64_t stride_a, stride_b, stride_d;
     int align_a, align_b, align_d, align_bias;
     auto operator<=>(const PlanKey&) const = default;

@@ -1,7 +1,9 @@
 // Linear layers on the GPU (reference: backend/reference/matmul.h): cuBLASLt products in bf16
 // or fp32 (see cuda_backend.h for the numerics), the bias added in the product's epilogue and
 // its gradient taken in the weight-gradient product's epilogue when cuBLASLt offers one for the
-// shapes; otherwise by the kernels here. Nothing is saved beyond the inputs the model keeps.
+// shapes; otherwise by the kernels here. Nothing is saved beyond the inputs the model keeps. An
+// output kept as bf16 (ReLU's, FOLIO_CUDA_RELU_OUTPUT=bf16) is written by the product in bf16,
+// ReLU after the bias in its epilogue: the same values as the fp32 sum rounded once.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernel_helpers.cuh"
@@ -25,6 +27,13 @@ __global__ void add_vector_kernel(float* x, const float* y, int n) {
   if (i < n) x[i] += y[i];
 }
 
+// out[i] = bf16(x[i]), or bf16(max(x[i], 0)): a product's fp32 output into a tensor kept as bf16
+__global__ void round_into_bf16_kernel(cuda::bf16* out, const float* x, size_t n, bool relu) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(relu ? fmaxf(x[i], 0.0f) : x[i]);
+}
+
 }  // namespace
 
 bool CudaBackend::bf16_product(std::initializer_list<int> leading_dimensions) const {
@@ -41,7 +50,7 @@ cuda::GemmPrecision CudaBackend::precision(bool bf16_operands) const {
 
 const void* CudaBackend::matmul_operand(const float* x, size_t n, bool is_weight,
                                         bool bf16_operands, Scratch fallback) {
-  if (!bf16_operands) return x;
+  if (!bf16_operands) return widened_if_kept(x, n, fallback);
   return is_weight ? static_cast<const void*>(bf16_weight(x, n, fallback))
                    : static_cast<const void*>(bf16_activation(x, n, fallback));
 }
@@ -58,9 +67,56 @@ void CudaBackend::run_gemm(const cuda::GemmRequest& request) {
   if (!try_gemm(request)) throw Error("internal: a product without epilogue was refused");
 }
 
+void CudaBackend::linear_into_bf16(cuda::bf16* out, const float* inp, const float* weight,
+                                   const float* bias, int N, int IC, int OC, bool relu) {
+  const size_t n = size_t(N) * OC;
+  wrote(out, n * sizeof(cuda::bf16));
+  if (bf16_product({IC, OC})) {  // OC: the bf16 output's rows start on 16-byte boundaries
+    const cuda::GemmRequest product{
+        .M = N,
+        .N = OC,
+        .K = IC,
+        .precision = cuda::GemmPrecision::kBf16,
+        .a = {bf16_activation(inp, size_t(N) * IC, Scratch::kOperandA), IC},
+        .b = {bf16_weight(weight, size_t(OC) * IC, Scratch::kOperandB), IC, true},
+        .out_bf16 = out,
+        .ld_out = OC,
+        .bias = bias,
+        .relu = relu};
+    if (try_gemm(product)) {
+      ++bf16_output_products_.in_epilogue;
+      return;
+    }
+  }
+  // No algorithm for that epilogue and output: the product in fp32, then rounded (and ReLU).
+  auto* staged = static_cast<float*>(scratch(Scratch::kProductOutput, n * sizeof(float)));
+  matmul_forward(staged, inp, weight, bias, N, IC, OC);
+  const unsigned blocks = std::min(cuda::blocks_for(n, cuda::kBlockThreads), 16u * sm_count_);
+  round_into_bf16_kernel<<<blocks, cuda::kBlockThreads, 0, stream_>>>(out, staged, n, relu);
+  check_launch("round_into_bf16");
+  ++bf16_output_products_.rounded_after;
+}
+
+void CudaBackend::matmul_activation_forward(float* pre, float* out, const float* inp,
+                                            const float* weight, const float* bias, int N, int IC,
+                                            int OC, Activation kind, ReadBy out_read_by) {
+  const size_t n = size_t(N) * OC;
+  cuda::bf16* kept = kept_in_bf16(out, n);
+  if (kept != nullptr && kind == Activation::kRelu && pre == out)
+    return linear_into_bf16(kept, inp, weight, bias, N, IC, OC, /*relu=*/true);
+  if (kept != nullptr || kept_in_bf16(pre, n) != nullptr)
+    throw Error(
+        "internal: of the feed-forward activations only ReLU's in-place output is kept "
+        "as bf16");
+  Backend::matmul_activation_forward(pre, out, inp, weight, bias, N, IC, OC, kind, out_read_by);
+}
+
 // out (N, OC) = inp (N, IC) @ weight^T + bias
 void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
                                  const float* bias, int N, int IC, int OC) {
+  // (the product alone into ReLU's kept output: the split path of a profiled step)
+  if (cuda::bf16* kept = kept_in_bf16(out, size_t(N) * OC))
+    return linear_into_bf16(kept, inp, weight, bias, N, IC, OC, /*relu=*/false);
   const bool bf16_operands = bf16_product({IC});
   cuda::GemmRequest product{
       .M = N,
