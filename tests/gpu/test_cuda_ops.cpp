@@ -7,6 +7,7 @@
 // a product of such operands accumulated in fp32 lands within about 1% of the exact one, and
 // attention, whose probabilities and score gradients are rounded once more before their own
 // products, within 2% (forward) and 3% (backward).
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -529,26 +530,30 @@ TEST_F(CudaOps, PartialSumsAddEveryPartOnce) {
 
 // ---- embedding over a full batch, with one token far more common than the rest ------------------
 
+// shakespeare_char's batch, and a batch whose rows end mid-segment (111 = 64 + 47 sorted rows)
+// and whose width is not a multiple of the kernel's threads
 TEST_F(CudaOps, EmbeddingGradientOfAFullBatch) {
   auto backend = cuda_backend("fp32");
-  const int V = 65, B = 64, T = 256, C = 384;
-  std::vector<int32_t> tokens(size_t(B) * T);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const uint32_t word = RandomStream{5, 0, 0, 0}.word(i);
-    tokens[i] = word % 3 == 0 ? 1 : static_cast<int32_t>(word % V);  // a third are token 1
+  for (const auto& [V, B, T, C] : {std::array{65, 64, 256, 384}, std::array{65, 3, 37, 40}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << B << " T " << T << " C " << C);
+    std::vector<int32_t> tokens(size_t(B) * T);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const uint32_t word = RandomStream{5, 0, 0, 0}.word(i);
+      tokens[i] = word % 3 == 0 ? 1 : static_cast<int32_t>(word % V);  // a third are token 1
+    }
+    const Floats dout = random_vector<float>(tokens.size() * C, 19);
+    const Floats dwte0 = random_vector<float>(size_t(V) * C, 20),
+                 dwpe0 = random_vector<float>(size_t(T) * C, 21);
+    auto d_tokens = to_device(*backend, tokens), d_dout = to_device(*backend, dout);
+    auto d_dwte = to_device(*backend, dwte0), d_dwpe = to_device(*backend, dwpe0);
+    backend->embedding_backward(d_dwte.as<float>(), d_dwpe.as<float>(), d_dout.as<float>(),
+                                d_tokens.as<int32_t>(), B, T, C);
+    Doubles dwte = widened(dwte0), dwpe = widened(dwpe0);
+    reference::embedding_backward(dwte.data(), dwpe.data(), widened(dout).data(), tokens.data(), B,
+                                  T, C);
+    EXPECT_LT(relative_error(to_host(*backend, d_dwte, dwte.size()), dwte), kFp32Tolerance);
+    EXPECT_LT(relative_error(to_host(*backend, d_dwpe, dwpe.size()), dwpe), kFp32Tolerance);
   }
-  const Floats dout = random_vector<float>(tokens.size() * C, 19);
-  const Floats dwte0 = random_vector<float>(size_t(V) * C, 20),
-               dwpe0 = random_vector<float>(size_t(T) * C, 21);
-  auto d_tokens = to_device(*backend, tokens), d_dout = to_device(*backend, dout);
-  auto d_dwte = to_device(*backend, dwte0), d_dwpe = to_device(*backend, dwpe0);
-  backend->embedding_backward(d_dwte.as<float>(), d_dwpe.as<float>(), d_dout.as<float>(),
-                              d_tokens.as<int32_t>(), B, T, C);
-  Doubles dwte = widened(dwte0), dwpe = widened(dwpe0);
-  reference::embedding_backward(dwte.data(), dwpe.data(), widened(dout).data(), tokens.data(), B, T,
-                                C);
-  EXPECT_LT(relative_error(to_host(*backend, d_dwte, dwte.size()), dwte), kFp32Tolerance);
-  EXPECT_LT(relative_error(to_host(*backend, d_dwpe, dwpe.size()), dwpe), kFp32Tolerance);
 }
 
 // ---- the bf16 copies follow every write ---------------------------------------------------------
