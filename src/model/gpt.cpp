@@ -306,6 +306,18 @@ float GPT::mean_loss() const {
   return sum / static_cast<float>(last_B_ * last_T_);
 }
 
+void GPT::keep_loss_sum(float* slot) const {
+  if (!last_had_targets_) throw Error("internal: keep_loss_sum() needs a forward() with targets");
+  backend_.copy_device(slot, activations_.loss_sum, sizeof(float));
+}
+
+std::vector<float> GPT::mean_losses(const float* slots, size_t count) const {
+  std::vector<float> means(count);
+  backend_.copy_to_host(means.data(), slots, count * sizeof(float));
+  for (float& mean : means) mean /= static_cast<float>(last_B_ * last_T_);
+  return means;
+}
+
 void GPT::backward(float dloss, GradientUpdate update) {
   ActivationPlan& act = activations_;
   if (!act.with_gradients) throw Error("internal: plan(B, T, true) before training");

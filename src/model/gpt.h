@@ -89,6 +89,13 @@ class GPT {
                const DropoutContext& dropout, int first_row = 0, bool last_logits_only = false);
   // Mean loss of the last forward with targets (waits for the device).
   float mean_loss() const;
+  // The loss sum of the last forward with targets, copied on the device into `slot` (device
+  // memory of this model's backend; no waiting), and the mean losses of `count` such slots, each
+  // kept after a forward of the last forward's B and T, read back at once: what mean_loss() would
+  // have said after each. Evaluation keeps its batches' losses so, and the GPU runs its passes
+  // back to back instead of waiting for the host after each.
+  void keep_loss_sum(float* slot) const;
+  std::vector<float> mean_losses(const float* slots, size_t count) const;
   // The gradient of (dloss * sum of the per-position losses) of the last forward, added to
   // gradients() (kAdd) or replacing what they held (kWrite: a step's first micro-batch, with no
   // zero_gradients() before it); dloss = 1 / (B T) gives the gradient of the mean loss.

@@ -1,5 +1,7 @@
 #include "train/evaluate.h"
 
+#include <algorithm>
+
 #include "data/batches.h"
 
 namespace folio {
@@ -11,19 +13,25 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const Dataset& data,
   const BatchSplit windows{world, rank, B, config.grad_accum};
   Batch batch(B, T);
   SplitLosses sums;
+  // Each batch's loss stays on the device until the split is done (GPT::keep_loss_sum): reading
+  // it back after every batch left a GPU idle while the host drew and uploaded the next one.
+  const size_t batches = size_t(config.eval_iters) * config.grad_accum;
+  DeviceBuffer kept(model.backend(), std::max<size_t>(1, batches) * sizeof(float));
   for (int split = 0; split < 2; ++split) {
     const TokenSequence& tokens = split == 0 ? data.train() : data.val();
     const auto purpose = split == 0 ? RandomPurpose::kEvalTrainBatch : RandomPurpose::kEvalValBatch;
-    double& total = split == 0 ? sums.train : sums.val;
     for (int k = 0; k < config.eval_iters; ++k) {
       for (int micro = 0; micro < config.grad_accum; ++micro) {
         const int64_t first = k * windows.global_windows() + windows.first_window(micro);
         fill_random_batch(batch, tokens, config.seed, purpose, round, static_cast<uint32_t>(first));
         model.forward(batch.inputs.data(), batch.targets.data(), B, T, DropoutContext{});
-        total += model.mean_loss();
+        model.keep_loss_sum(kept.as<float>() + size_t(k) * config.grad_accum + micro);
       }
       if (keep_going && !keep_going()) return std::nullopt;
     }
+    double& total = split == 0 ? sums.train : sums.val;  // in the order the batches ran
+    if (batches > 0)
+      for (float loss : model.mean_losses(kept.as<float>(), batches)) total += loss;
   }
   return sums;
 }
