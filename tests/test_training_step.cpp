@@ -10,8 +10,11 @@
 
 #include "config/presets.h"
 #include "data/batches.h"
+#include "data/dataset.h"
+#include "data/text_dataset.h"
 #include "optim/lr_schedule.h"
 #include "test_helpers.h"
+#include "train/evaluate.h"
 #include "train/training_step.h"
 
 namespace folio {
@@ -185,6 +188,42 @@ TEST(TrainingStep, TheCpuNeverReplays) {
   });
   EXPECT_FALSE(training.replays());
   EXPECT_THROW(training.replay_or_record(1, 1e-3), Error);
+}
+
+// The seed's estimate (estimate_loss_share): each split's sum over eval_iters x grad_accum batches
+// of the mean loss mean_loss() reads after each one. The estimate keeps the batches' losses on the
+// device and reads them back together; the sums must be those of reading each, to the bit.
+TEST(Evaluation, EstimateSumsTheMeanLossOfEachBatch) {
+  Config config = step_config(/*batch_size=*/3, /*grad_accum=*/2);
+  config.eval_iters = 4;
+  std::string text;
+  for (int i = 0; i < 200; ++i)
+    text += "To be, or not to be, that is the question " + std::to_string(i) + ".\n";
+  const Dataset data = Dataset::from_text(text_dataset_from_bytes(text, "text", 0.8));
+  auto backend = make_backend("cpu", 1);
+  GPT model(*backend, ModelShape::from_config(config, data.text()->vocabulary.size()));
+  model.initialize(config.seed, config.init_std, config.scaled_residual_init);
+  constexpr uint32_t kRound = 30;
+  const std::optional<SplitLosses> estimate =
+      estimate_loss_share(model, data, config, kRound, /*rank=*/0, /*world=*/1, {});
+  ASSERT_TRUE(estimate.has_value());
+
+  const int B = config.batch_size, T = config.block_size;
+  Batch batch(B, T);
+  double expected[2] = {0, 0};
+  for (int split = 0; split < 2; ++split)
+    for (int k = 0; k < config.eval_iters; ++k)
+      for (int micro = 0; micro < config.grad_accum; ++micro) {
+        fill_random_batch(
+            batch, split == 0 ? data.train() : data.val(), config.seed,
+            split == 0 ? RandomPurpose::kEvalTrainBatch : RandomPurpose::kEvalValBatch, kRound,
+            static_cast<uint32_t>((k * config.grad_accum + micro) * B));
+        model.forward(batch.inputs.data(), batch.targets.data(), B, T, DropoutContext{});
+        expected[split] += model.mean_loss();
+      }
+  EXPECT_EQ(estimate->train, expected[0]);
+  EXPECT_EQ(estimate->val, expected[1]);
+  EXPECT_NE(estimate->train, estimate->val);
 }
 
 }  // namespace
