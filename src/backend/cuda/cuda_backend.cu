@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "backend/cuda/gemm.h"
@@ -61,24 +62,36 @@ namespace {
 constexpr const char* kDefaultForwardKernels = "registers";
 constexpr const char* kDefaultBackwardKernels = "registers";
 
-CudaBackend::AttentionKernels attention_kernels(const char* variable, const char* default_kernels) {
+// The environment variable's value (`default_value` where unset or empty), one of `choices`:
+// anything else is refused, naming the variable and what it takes ("expected a, b or c").
+std::string choice_from_environment(const char* variable, const char* default_value,
+                                    std::initializer_list<const char*> choices) {
   const char* set = std::getenv(variable);
-  const std::string value = set && *set ? set : default_kernels;
+  const std::string value = set && *set ? set : default_value;
+  std::string expected;
+  size_t index = 0;
+  for (const char* choice : choices) {
+    if (value == choice) return value;
+    if (index > 0) expected += index + 1 == choices.size() ? " or " : ", ";
+    expected += choice;
+    ++index;
+  }
+  throw Error(std::string(variable) + "=" + value + ": expected " + expected);
+}
+
+CudaBackend::AttentionKernels attention_kernels(const char* variable, const char* default_kernels) {
+  const std::string value =
+      choice_from_environment(variable, default_kernels, {"registers", "staged", "wmma"});
   if (value == "wmma") return CudaBackend::AttentionKernels::kWmma;
-  if (value == "registers") return CudaBackend::AttentionKernels::kRegisters;
-  if (value == "staged") return CudaBackend::AttentionKernels::kStaged;
-  throw Error(std::string(variable) + "=" + value + ": expected registers, staged or wmma");
+  return value == "staged" ? CudaBackend::AttentionKernels::kStaged
+                           : CudaBackend::AttentionKernels::kRegisters;
 }
 
 // FOLIO_CUDA_RELU_OUTPUT: "bf16" keeps a ReLU model's fc as bf16 alone (the product writes it
 // with the bias and ReLU in its epilogue: no activation pass, and 2 bytes an element where fp32
 // and its bf16 copy took 6); "fp32" (the default until a GPU has run it) keeps fp32 and a copy.
 bool relu_output_in_bf16() {
-  const char* set = std::getenv("FOLIO_CUDA_RELU_OUTPUT");
-  const std::string value = set && *set ? set : "fp32";
-  if (value != "fp32" && value != "bf16")
-    throw Error("FOLIO_CUDA_RELU_OUTPUT=" + value + ": expected fp32 or bf16");
-  return value == "bf16";
+  return choice_from_environment("FOLIO_CUDA_RELU_OUTPUT", "fp32", {"fp32", "bf16"}) == "bf16";
 }
 
 const char* name_of(CudaBackend::AttentionKernels kernels) {
