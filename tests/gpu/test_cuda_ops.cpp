@@ -100,6 +100,18 @@ TEST_F(CudaOps, MatmulWithTheEpiloguesAndKernelsUnfused) {
 
 // ---- ReLU's output kept as bf16 (FOLIO_CUDA_RELU_OUTPUT=bf16) -----------------------------------
 
+// The n bf16 values at `device` (memory of `backend`), widened: bf16 is the upper half of an fp32.
+Floats read_bf16(Backend& backend, const void* device, size_t n) {
+  std::vector<uint16_t> bits(n);
+  backend.copy_to_host(bits.data(), device, n * sizeof(uint16_t));
+  Floats values(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t word = uint32_t{bits[i]} << 16;
+    std::memcpy(&values[i], &word, sizeof(float));
+  }
+  return values;
+}
+
 // ffwd.net.0 into a tensor kept as bf16 (fc = relu(x w^T + b)), then every op that reads it: fc2's
 // product, fc2's weight gradient, and ReLU's backward, which reads its signs. Each against the
 // reference computed from the values the GPU kept, so that only the op under test's error counts.
@@ -118,13 +130,7 @@ void check_relu_output_in_bf16(Backend& backend, int N, int C, int F) {
   backend.store_as_bf16(fc, n);
   backend.matmul_activation_forward(fc, fc, d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), N, C,
                                     F, Activation::kRelu, ReadBy::kAnyOp);
-  std::vector<uint16_t> bits(n);
-  backend.copy_to_host(bits.data(), fc, n * sizeof(uint16_t));
-  Floats kept(n);  // bf16 is the upper half of an fp32
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t word = uint32_t{bits[i]} << 16;
-    std::memcpy(&kept[i], &word, sizeof(float));
-  }
+  const Floats kept = read_bf16(backend, fc, n);
   Doubles expected(n);
   reference::matmul_forward(expected.data(), widened(x).data(), widened(w).data(),
                             widened(b).data(), N, C, F);
@@ -164,13 +170,7 @@ void check_relu_output_in_bf16(Backend& backend, int N, int C, int F) {
   // A profiled step splits the op: the product alone into the kept tensor, then ReLU in place.
   backend.matmul_forward(fc, d_x.as<float>(), d_w.as<float>(), d_b.as<float>(), N, C, F);
   backend.activation_forward(fc, fc, n, Activation::kRelu, ReadBy::kAnyOp);
-  backend.copy_to_host(bits.data(), fc, n * sizeof(uint16_t));
-  Floats split(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t word = uint32_t{bits[i]} << 16;
-    std::memcpy(&split[i], &word, sizeof(float));
-  }
-  EXPECT_LT(relative_error(split, expected), kBf16Product);
+  EXPECT_LT(relative_error(read_bf16(backend, fc, n), expected), kBf16Product);
 }
 
 TEST_F(CudaOps, ReluOutputKeptInBf16) {
