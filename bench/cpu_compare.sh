@@ -4,7 +4,7 @@
 # PyTorch's seed modules (eager) and nanoGPT-style model (fused qkv, SDPA) in its four modes: fp32
 # eager, torch.compile, bf16 autocast, bf16 autocast + compile. Each entry keeps its lowest
 # per-round figure, so a noisy moment on a shared machine hurts nobody; the speed-up is folio's
-# best dtype against PyTorch's best mode. Prints the README's table ("Performance on CPU"):
+# best dtype against PyTorch's best mode. Prints the table of the README's "Performance on CPU" (every run: docs/performance_cpu.md):
 #   bench/cpu_compare.sh [THREADS] [CONFIGS...]   (default: all cores; tiny baby shakespeare_char)
 # ROUNDS=3; STAT=ms_per_step (each run's median step), ms_per_step_min (its fastest step), or
 # cpu_ms_per_step (the median step's CPU time, all threads: with THREADS=1 on a machine shared with

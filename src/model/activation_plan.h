@@ -16,8 +16,9 @@
 // product's bf16 operand alone (fc_act_read_by, block_ln_read_by), so with bf16 products the
 // shared fc_act, ln1 and ln2 are never touched. Gradients of activations that are
 // never live at once share memory too (activation_plan.cpp), and the logits' gradient replaces
-// the logits. A bf16 training step's peak memory (Zen 4, 2 threads, README "Recomputed, not
-// kept"): shakespeare_char 2433 -> 2069 -> 2023 MiB, nanogpt_char (GELU) 3007 -> 2163 -> 2021.
+// the logits. A bf16 training step's peak memory (Zen 4, 2 threads, docs/performance_cpu.md
+// "Recomputed, not kept"): shakespeare_char 2433 -> 2069 -> 2023 MiB, nanogpt_char (GELU) 3007 ->
+// 2163 -> 2021.
 //
 // A plan without gradients (evaluation, generation) keeps per layer only `qkv`: generation's
 // key/value cache, which later forward passes read. Everything else a layer writes is read by the

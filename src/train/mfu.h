@@ -5,8 +5,8 @@
 // trustworthy datasheet figure (the clock under an AVX-512 load is not the nominal one), so its
 // peak is measured: the best FLOP/s of square sgemm products through the backend's own
 // matmul_forward, i.e. what the BLAS reaches on this machine with these threads (oneDNN: about
-// 480 GFLOP/s on the 2-core build machine, README "Choosing the BLAS"). MFU on the CPU is then
-// "how much of the achievable sgemm speed the whole training step keeps".
+// 480 GFLOP/s on the 2-core build machine, docs/performance_cpu.md "Choosing the BLAS"). MFU on the
+// CPU is then "how much of the achievable sgemm speed the whole training step keeps".
 #pragma once
 
 #include <cstddef>

@@ -3,9 +3,10 @@
 // Attention's products are small (a strip of 32 query rows against one head's keys: 32 x 256 x 64
 // in shakespeare_char), several per strip and thousands per step; oneDNN 2.6's matmul primitive
 // costs microseconds a call in its own bookkeeping and wants each operand dense, which made
-// attention slower than fp32 sgemm (README, "Tried and not kept"), and it has no small-product
-// kernel interface (its brgemm "ukernel" API came in 3.x). These functions run the products
-// themselves, on one of two engines that read the same operand layouts:
+// attention slower than fp32 sgemm (docs/performance_cpu.md, "bf16 attention products on AMX
+// tiles"), and it has no small-product kernel interface (its brgemm "ukernel" API came in 3.x).
+// These functions run the products themselves, on one of two engines that read the same operand
+// layouts:
 //   - Intel AMX: tile instructions (Sapphire Rapids and later), a tile configuration per thread;
 //   - AVX512-BF16: vdpbf16ps on vector registers, 16 columns of pair products per instruction
 //     (AMD Zen 4 and Zen 5, Intel Cooper Lake), for CPUs with native bf16 but no tiles.
