@@ -399,6 +399,20 @@ inline void load_mask_bits(float* multipliers, const uint64_t* bits, size_t coun
         count - k >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (count - k)) - 1);
     _mm512_mask_storeu_ps(multipliers + k, valid, _mm512_maskz_mov_ps(mask, kept));
   }
+#elif defined(__AVX2__)
+  // Eight elements a byte of bits: lane j is kept where bit j is set. GCC 12 left the portable
+  // loop below scalar (0.8 ns an element on a Zen 3 core, against 0.2 for store_mask_bits, which
+  // it vectorises), and every dropout site's backward pass reads its mask through it.
+  const __m256 kept = _mm256_set1_ps(scale);
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  size_t k = 0;
+  for (; k + 8 <= count; k += 8) {
+    const int byte = static_cast<int>((bits[k / 64] >> (k % 64)) & 0xFF);
+    const __m256i set =
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(byte), lane_bit), lane_bit);
+    _mm256_storeu_ps(multipliers + k, _mm256_and_ps(_mm256_castsi256_ps(set), kept));
+  }
+  for (; k < count; ++k) multipliers[k] = (bits[k / 64] >> (k % 64)) & 1 ? scale : 0.0f;
 #else
   for (size_t k = 0; k < count; ++k)
     multipliers[k] = (bits[k / 64] >> (k % 64)) & 1 ? scale : 0.0f;
