@@ -1,7 +1,8 @@
 """Every file the docs point at exists: the README's and docs/*.md's relative links, and each path
-of the repository they name (src/..., tests/..., bench/..., in backticks or not). The README
-sends readers to docs/ for the measurements and to the code for the details; a renamed file or a
-moved section must not leave them at a dead end.
+of the repository they name (src/..., tests/..., bench/..., in backticks or not). And every
+section the code and the docs send a reader to (README "Sharing the CPU", docs/gpu.md's "...")
+is still in that file. The README sends readers to docs/ for the measurements and to the code for
+the details; a renamed file or a moved section must not leave them at a dead end.
 
     python3 test_doc_paths.py REPOSITORY_ROOT
 
@@ -52,11 +53,43 @@ def dead_ends(root, document):
     return found
 
 
+# README "Section", README's "Section", (README, "Section"), docs/gpu.md "Section"
+SECTION = re.compile(r"(README|docs/[a-z_]+\.md)(?:\.md)?(?:'s)?,? \(?\"([^\"]+)\"")
+SOURCES = ("src", "tests", "bench", "tools", "scripts", "docs", ".ci")
+
+
+def missing_sections(root):
+    """References to a section of a document, from every source file, that it no longer holds."""
+    files = [os.path.join(root, name) for name in ("README.md", "CMakeLists.txt")]
+    for top in SOURCES:
+        for folder, _, names in os.walk(os.path.join(root, top)):
+            files += [os.path.join(folder, name) for name in names]
+    found = []
+    for path in files:
+        if os.path.samefile(path, __file__):  # its own examples
+            continue
+        try:
+            text = open(path, encoding="utf-8").read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for match in SECTION.finditer(text.replace("\n//", " ").replace("\n#", " ")):
+            document, section = match.groups()
+            target = os.path.join(root, "README.md" if document == "README" else document)
+            section = " ".join(section.split())
+            if not os.path.exists(target):
+                found.append(f"{os.path.relpath(path, root)}: refers to {document}, which does not exist")
+            elif section not in " ".join(open(target, encoding="utf-8").read().split()):
+                found.append(f"{os.path.relpath(path, root)}: refers to {document} \"{section}\", "
+                             "which it does not hold")
+    return found
+
+
 def main():
     root = sys.argv[1]
     documents = ["README.md"] + sorted(
         os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))
     failures = [line for document in documents for line in dead_ends(root, document)]
+    failures += missing_sections(root)
     for line in failures:
         print(line)
     print(f"{len(documents)} documents, {len(failures)} dead ends")

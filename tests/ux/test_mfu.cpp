@@ -15,7 +15,7 @@ TEST(Mfu, FlopsPerTokenOfTheSeedModel) {
   const ModelShape shape = ModelShape::from_config(load_config("shakespeare_char"), 65);
   const size_t parameters = ParameterLayout(shape).total();
   ASSERT_EQ(parameters, 10788929u);
-  // 6 N + 12 L T C = 64.7M + 7.1M: the README's "about 72 MFLOP per token".
+  // 6 N + 12 L T C = 64.7M + 7.1M: about 72 MFLOP per token.
   EXPECT_DOUBLE_EQ(training_flops_per_token(shape, parameters),
                    6.0 * 10788929 + 12.0 * 6 * 256 * 384);
 }
