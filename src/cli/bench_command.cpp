@@ -22,6 +22,7 @@
 #include "data/batches.h"
 #include "distributed/communicator.h"
 #include "model/gpt.h"
+#include "progress/task_progress.h"
 #include "train/mfu.h"
 #include "train/training_step.h"
 
@@ -93,6 +94,10 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
     fill_random_tokens(batch, config.seed, step, static_cast<uint32_t>(first_window), vocab_size);
   };
 
+  // A long step (gpt2's is 128 micro-batches on a CPU: minutes) shows the steps done on stderr,
+  // between steps, outside the timed part; quick runs show nothing (task_progress.h).
+  TaskProgress progress("timing training steps", warmup + steps, "steps",
+                        StatusLine::standard_error());
   std::vector<double> step_ms, step_cpu_ms;
   for (int step = 0; step < warmup + steps; ++step) {
     training.draw_batches(step, random_tokens);
@@ -110,7 +115,9 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (step >= warmup) step_ms.push_back(ms), step_cpu_ms.push_back(process_cpu_ms() - cpu_start);
+    progress.advance();
   }
+  progress.finish();
   std::sort(step_ms.begin(), step_ms.end());
   std::sort(step_cpu_ms.begin(), step_cpu_ms.end());
 
@@ -241,20 +248,22 @@ int run_ladder(const std::string& config_name, const Config& config, int steps, 
 
 int bench_command(Arguments& arguments) {
   if (arguments.take_flag("help")) {
-    std::cout << "usage: folio bench [--config NAME|FILE] [--device cpu|cuda|auto] [--steps N] "
-                 "[--warmup N] [--threads N] [--dtype fp32|bf16] [--graph=false] [--ladder] "
-                 "[--profile] [--vocab_size N] [--KEY=VALUE ...]\n\n"
-                 "Times training steps after a warm-up and prints one JSON line: config, "
-                 "device, threads, ms_per_step (median), tokens_per_s, gflops, peak_tflops (the "
-                 "device's matrix-product peak in the dtype; measured on a CPU), mfu (the share "
-                 "of it the step keeps), peak_rss_mib, rss_before_backend_mib (the program and "
-                 "its libraries), omp_wait_policy.\n--profile also prints "
-                 "the step's time per op kind (forward, backward, optimizer), each op waited "
-                 "for.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
-                 "(--graph=false issues it op by op). --ladder times the GPU's optimisations "
-                 "one at a time (fp32, TF32, bf16, fused attention, fused kernels, CUDA graph) "
-                 "and prints a table. --vocab_size sets the random tokens' vocabulary (default 65, "
-                 "tiny-Shakespeare's; GPT-2's is 50257).\n";
+    std::cout
+        << "usage: folio bench [--config NAME|FILE] [--device cpu|cuda|auto] [--steps N] "
+           "[--warmup N] [--threads N] [--dtype fp32|bf16] [--graph=false] [--ladder] "
+           "[--profile] [--vocab_size N] [--KEY=VALUE ...]\n\n"
+           "Times training steps after a warm-up and prints one JSON line: config, "
+           "device, threads, ms_per_step (median), tokens_per_s, gflops, peak_tflops (the "
+           "device's matrix-product peak in the dtype; measured on a CPU), mfu (the share "
+           "of it the step keeps), peak_rss_mib, rss_before_backend_mib (the program and "
+           "its libraries), omp_wait_policy.\n--profile also prints "
+           "the step's time per op kind (forward, backward, optimizer), each op waited "
+           "for.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
+           "(--graph=false issues it op by op). --ladder times the GPU's optimisations "
+           "one at a time (fp32, TF32, bf16, fused attention, fused kernels, CUDA graph) "
+           "and prints a table. --vocab_size sets the random tokens' vocabulary (default 65, "
+           "tiny-Shakespeare's; GPT-2's is 50257).\nA step is the config's whole step, all its "
+           "grad_accum micro-batches; a long run shows the steps done on stderr.\n";
     return 0;
   }
   const std::string config_name = arguments.take("config").value_or("shakespeare_char");
@@ -276,6 +285,10 @@ int bench_command(Arguments& arguments) {
   arguments.collect([&] { validate_config(config); });
   arguments.throw_problems();
   if (ladder) return run_ladder(config_name, config, steps, warmup);
+  if (config.grad_accum > 1)  // gpt2's step is 524,288 tokens: say so before minutes pass
+    std::cerr << "folio bench: a step of " << config_name << " is " << config.grad_accum
+              << " micro-batches (grad_accum) of " << config.batch_size << " x "
+              << config.block_size << " tokens; --grad_accum=1 times one micro-batch\n";
 
   const BenchResult result =
       time_training_steps(config, {config.dtype, config.tf32}, graph, steps, warmup, profile,

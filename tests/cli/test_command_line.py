@@ -83,6 +83,14 @@ def main(folio, data):
           bench.returncode == 0 and figures.get("rss_before_backend_mib", 0) > 0
           and figures.get("peak_rss_mib", 0) > figures["rss_before_backend_mib"],
           f"rc {bench.returncode}, stdout {bench.stdout[-300:]!r}")
+    check("a quick bench writes nothing on stderr", bench.stderr == "", f"stderr {bench.stderr!r}")
+    # ... and says at once when a step is several micro-batches (gpt2's: 128, minutes on a CPU)
+    accumulated = run(folio, "bench", "--config", "tiny", "--device", "cpu", "--steps", "1",
+                      "--warmup", "0", "--grad_accum=3")
+    check("bench names a step's micro-batches and how to time one",
+          accumulated.returncode == 0 and "is 3 micro-batches (grad_accum) of 16 x 16 tokens"
+          in accumulated.stderr and "--grad_accum=1 times one micro-batch" in accumulated.stderr,
+          f"rc {accumulated.returncode}, stderr {accumulated.stderr!r}")
 
     # -- help for every subcommand, three ways; --version names the build
     for command in ("train", "eval", "sample", "bench", "plot", "info"):
