@@ -5,9 +5,8 @@
 // On this project's 2-core AVX-512 machine oneDNN and OpenBLAS (with its SkylakeX kernels) both
 // reach about 420-470 GFLOP/s on the model's shapes, but OpenBLAS 0.3.21 picks slower AVX2
 // kernels unless OPENBLAS_CORETYPE is set, and cannot be told to run single-threaded inside our
-// own OpenMP regions; oneDNN shares our OpenMP runtime and runs serially when nested.
-// docs/performance_cpu.md
-// ("Choosing the BLAS") has the measurements.
+// own OpenMP regions; oneDNN shares our OpenMP runtime and runs serially when nested. The
+// measurements: docs/performance_cpu.md, "Choosing the BLAS".
 #pragma once
 
 #include <cstddef>
