@@ -303,7 +303,11 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
 float GPT::mean_loss() const {
   float sum = 0.0f;
   backend_.copy_to_host(&sum, activations_.loss_sum, sizeof(float));
-  return sum / static_cast<float>(last_B_ * last_T_);
+  return mean_of(sum);
+}
+
+float GPT::mean_of(float loss_sum) const {
+  return loss_sum / static_cast<float>(last_B_ * last_T_);
 }
 
 void GPT::keep_loss_sum(float* slot) const {
@@ -314,7 +318,7 @@ void GPT::keep_loss_sum(float* slot) const {
 std::vector<float> GPT::mean_losses(const float* slots, size_t count) const {
   std::vector<float> means(count);
   backend_.copy_to_host(means.data(), slots, count * sizeof(float));
-  for (float& mean : means) mean /= static_cast<float>(last_B_ * last_T_);
+  for (float& mean : means) mean = mean_of(mean);
   return means;
 }
 

@@ -118,6 +118,8 @@ class GPT {
   size_t activation_bytes() const { return activations_.bytes(); }
 
  private:
+  // A loss sum of the last forward's B x T positions as their mean (mean_loss, mean_losses).
+  float mean_of(float loss_sum) const;
   std::vector<std::pair<size_t, size_t>> gradients_added_into() const;
   void check_logits_readable() const;
 
