@@ -460,7 +460,8 @@ TEST(CpuBf16, CopiesMadeByTheWriterGiveTheProductsOfRoundingBeforeThem) {
     for (int i = 0; i < N; ++i) targets[i] = (i * 7) % V;
     DeviceBuffer d_targets(be, targets.size() * sizeof(int32_t));
     be.copy_to_device(d_targets.get(), targets.data(), targets.size() * sizeof(int32_t));
-    be.cross_entropy_backward(dlogits, logits, d_targets.as<int32_t>(), N, V, Vp, 0.25f);
+    be.cross_entropy_backward(dlogits, logits, d_targets.as<int32_t>(), N, V, Vp, 0.25f,
+                              ReadBy::kAnyOp);
     same_as_duplicate("cross_entropy_backward", dlogits, Vp, as_gradient(Vp));
   }
 

@@ -4,33 +4,33 @@
 # packages: run bench/gpu/prepare_gpu_carry.sh on the build machine first, so that .carry/ holds
 # nlohmann-json, GoogleTest, cairo and tiny-Shakespeare, and carry .carry along.
 #
-# A session's device time is 15 minutes in all, starts included. Seen on an H200 on 2026-11-27
-# (the fourth session that day), each call right after the last on the warm machine: a fresh
-# start and `tests` 381 s held (the build 80 s, the `gpu` label 133 s, two torch.compile peers
-# 70 s, ncu 22 s, racecheck 22 s; 349 s of command), then `full` 301 s (the seed run 96 s,
-# nanogpt_char 63 s, GPT-2 and its two peers 98 s): 691 s held, 209 s left, too few for another
-# start. So:
+# A session's device time is 15 minutes in all, starts included. Seen on an H200 on 2026-11-28,
+# each call right after the last on the warm machine: a fresh start and `tests` 404 s held (the
+# build 70 s, the `gpu` label 144 s, two torch.compile peers 73 s, ncu 19 s, racecheck 31 s; 371
+# s of command), then `full` 285 s (the seed run 91 s, nanogpt_char 60 s, GPT-2 and its two peers
+# 91 s): 697 s held, 203 s left, too few for another start. So:
 # `FOLIO_GPU_BUDGET=400 bench/gpu/gpu_check.sh tests` (timeout 440), then at once
-# `FOLIO_GPU_BUDGET=455 ... full` (FOLIO_GPU_BUDGET: the seconds for one mode, default 470; a mode
+# `FOLIO_GPU_BUDGET=440 ... full` (FOLIO_GPU_BUDGET: the seconds for one mode, default 470; a mode
 # cuts its last steps to fit), and give the machine back (give_back) at once after the last call:
 # its idle 30 s count too, and a start needs 4 minutes left. `sanitize` (133 s, clean on the
-# first session of that day) fits only a session that skips `full`.
+# first session of 2026-11-27) fits only a session that skips `full`.
 #
 #   bench/gpu/gpu_check.sh tests      build build-gpu/; every GPU test (ctest -L gpu: the CUDA ops
 #                                     against the CPU reference, fp32 and bf16; the model against
 #                                     the CPU, a bf16 loss curve against fp32, reruns and CUDA-graph
 #                                     replay; 50 training steps CPU against GPU; PyTorch 2.x on the
 #                                     same GPU); folio bench with and without the graph, with the
-#                                     attention kernels both wmma and both staged
-#                                     (FOLIO_ATTENTION_FORWARD and _BACKWARD), with ReLU's output
-#                                     kept as bf16 (FOLIO_CUDA_RELU_OUTPUT), and its per-op
-#                                     profile by default and staged; the PyTorch
+#                                     attention kernels both wmma and both in registers with
+#                                     direct loads (FOLIO_ATTENTION_FORWARD and _BACKWARD; the
+#                                     default stages the loads), with ReLU's output kept in fp32
+#                                     (FOLIO_CUDA_RELU_OUTPUT; the default keeps bf16), and its
+#                                     per-op profile by default and with direct loads; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
 #                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py),
 #                                     racecheck on the register attention and partial sums, and
 #                                     ncu's stall reasons for the register attention kernels, their
-#                                     loads direct (the default) and staged.
+#                                     loads direct and staged (the default).
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); kill -9 and resume on the GPU, bit-identical;
@@ -44,7 +44,8 @@
 #   bench/gpu/gpu_check.sh full       the seed's two 5000-step runs (shakespeare_char, nanogpt_char)
 #                                     with their times and final losses, the first one's
 #                                     checkpoint evaluated by folio on the CPU and by PyTorch;
-#                                     GPT-2 124M, folio bench beside the PyTorch peer; the ladder.
+#                                     GPT-2 124M, folio bench (and its per-op profile) beside the
+#                                     PyTorch peer; the ladder.
 #
 # Each call builds first (a no-op when build-gpu/ is already built: a machine still warm from the
 # last call keeps it; a fresh one rebuilds, for sm_90 only unless FOLIO_CUDA_ARCHS says otherwise)
@@ -125,8 +126,10 @@ finish() {
     [ -f "$logs/ladder.log" ] && { echo; sed -n '/^| rung/,$p' "$logs/ladder.log"; }
     [ -f "$logs/folio_bench_profile.log" ] &&
       { echo; sed -n '/^| op /,$p' "$logs/folio_bench_profile.log"; }
-    staged="$logs/folio_bench_profile,_attention_staged.log"
-    [ -f "$staged" ] && { echo; echo "attention staged:"; sed -n '/^| op /,$p' "$staged"; }
+    direct="$logs/folio_bench_profile,_attention_registers.log"
+    [ -f "$direct" ] && { echo; echo "attention registers:"; sed -n '/^| op /,$p' "$direct"; }
+    [ -f "$logs/folio_bench_gpt2_profile.log" ] &&
+      { echo; echo "gpt2:"; sed -n '/^| op /,$p' "$logs/folio_bench_gpt2_profile.log"; }
     for variant in registers staged; do
       [ -f "$logs/ncu_kernels_$variant.md" ] &&
         { echo; echo "ncu, attention kernels $variant:"; cat "$logs/ncu_kernels_$variant.md"; }
@@ -204,9 +207,9 @@ for candidate in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
 done
 folio="$build/folio"
 # the attention kernels with their scores in registers (attention_registers.cu) and their loads
-# staged by cp.async, both sides, and the WMMA ones (attention_flash_bf16.cu) both sides; the
-# default is in registers with direct loads, both sides (cuda_backend.cu)
-staged_attention=(env FOLIO_ATTENTION_FORWARD=staged FOLIO_ATTENTION_BACKWARD=staged)
+# direct, both sides, and the WMMA ones (attention_flash_bf16.cu) both sides; the default is in
+# registers with the loads staged by cp.async, both sides (cuda_backend.cu)
+registers_attention=(env FOLIO_ATTENTION_FORWARD=registers FOLIO_ATTENTION_BACKWARD=registers)
 wmma_attention=(env FOLIO_ATTENTION_FORWARD=wmma FOLIO_ATTENTION_BACKWARD=wmma)
 gpu_tests="$build/tests/gpu/folio_gpu_tests"
 
@@ -255,21 +258,22 @@ case "$mode" in
       --warmup 5
     step "folio bench, no graph" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 30 --warmup 5 --graph=false
-    # the attention kernels each way beside the default (both in registers, direct loads;
-    # cuda_backend.cu): both wmma, and both staged
+    # the attention kernels each way beside the default (both in registers, loads staged;
+    # cuda_backend.cu): both wmma, and both in registers with direct loads
     step "folio bench, attention wmma" 30 "${wmma_attention[@]}" "$folio" bench \
       --config shakespeare_char --device cuda --steps 50 --warmup 5
-    step "folio bench, attention staged" 30 "${staged_attention[@]}" \
+    step "folio bench, attention registers" 30 "${registers_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 50 --warmup 5
-    # ReLU's output kept as bf16, written by the product's epilogue (FOLIO_CUDA_RELU_OUTPUT; not
-    # yet the default), alone and with the staged attention
-    step "folio bench, relu output bf16" 30 env FOLIO_CUDA_RELU_OUTPUT=bf16 "$folio" bench \
+    # ReLU's output kept in fp32 with a bf16 copy beside the default's bf16 alone (written by the
+    # product's epilogue; FOLIO_CUDA_RELU_OUTPUT)
+    step "folio bench, relu output fp32" 30 env FOLIO_CUDA_RELU_OUTPUT=fp32 "$folio" bench \
       --config shakespeare_char --device cuda --steps 50 --warmup 5
-    step "folio bench, staged and relu bf16" 30 env FOLIO_CUDA_RELU_OUTPUT=bf16 \
-      "${staged_attention[@]}" "$folio" bench --config shakespeare_char --device cuda \
-      --steps 50 --warmup 5
-    step "folio bench profile, attention staged" 30 "${staged_attention[@]}" \
+    # the gradients that products alone read (d_fc, the logits') written in fp32 beside their bf16
+    # copy, as before 2026-11-28 (FOLIO_CUDA_GRADIENT_COPIES; the default writes the copy alone)
+    step "folio bench, gradient copies both" 30 env FOLIO_CUDA_GRADIENT_COPIES=both "$folio" \
+      bench --config shakespeare_char --device cuda --steps 50 --warmup 5
+    step "folio bench profile, attention registers" 30 "${registers_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
     # where the step's time goes, op by op (each op waited for), for the next speed work
@@ -284,7 +288,7 @@ case "$mode" in
     compare_with_peer "shakespeare_char (targets: >= 3x, <= 4 ms/step)" "folio bench" \
       "torch peer" "torch peer graphs"
     # Each kernel's time per step, by ncu (the GPU's own timer per kernel, no hardware counters),
-    # for the default attention kernels and the staged ones: last, as the budget allows.
+    # for the default attention kernels (staged) and the direct ones: last, as the budget allows.
     if [ -n "$ncu" ]; then
       for variant in registers staged; do
         # one warm-up step and one timed: ncu serialises and times every kernel (about 330 a step)
@@ -300,7 +304,7 @@ case "$mode" in
     fi
     # racecheck on the kernels newest to a GPU, with what the budget leaves (`sanitize`, which
     # racechecks every attention test, has not fitted beside `full` in a session): the register
-    # attention kernels (the default), with their loads staged too (cp.async into shared memory,
+    # attention kernels, their loads direct and staged (the default: cp.async into shared memory,
     # FlashAttentionInRegistersWithStagedLoads), and the partial sums' shared-memory adds
     if [ -n "$sanitizer" ]; then
       step "sanitize racecheck newest kernels" 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
@@ -352,7 +356,7 @@ case "$mode" in
       --warmup 5
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
-    step "folio bench profile, attention staged" 30 "${staged_attention[@]}" \
+    step "folio bench profile, attention registers" 30 "${registers_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
     step "torch peer" 90 "$python" bench/gpu/torch_gpu_peer.py --config shakespeare_char \
@@ -376,14 +380,23 @@ case "$mode" in
     # says, in both)
     step "folio bench gpt2" 60 "$folio" bench --config gpt2 --device cuda --vocab_size 50257 \
       --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
-    # attention is most of what T = 1024 adds: the kernels both wmma, and both staged, beside
-    # the default (both in registers, direct loads)
+    # attention is most of what T = 1024 adds: the kernels both wmma, and both in registers with
+    # direct loads, beside the default (both in registers, loads staged)
     step "folio bench gpt2, attention wmma" 60 "${wmma_attention[@]}" "$folio" bench \
       --config gpt2 --device cuda --vocab_size 50257 --batch_size=16 --block_size=1024 \
       --grad_accum=1 --steps 20 --warmup 3
-    step "folio bench gpt2, attention staged" 60 "${staged_attention[@]}" \
+    step "folio bench gpt2, attention registers" 60 "${registers_attention[@]}" \
       "$folio" bench --config gpt2 --device cuda \
       --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
+    # the logits' and GELU's gradients written in fp32 beside their bf16 copies, as before
+    step "folio bench gpt2, gradient copies both" 60 env FOLIO_CUDA_GRADIENT_COPIES=both \
+      "$folio" bench --config gpt2 --device cuda \
+      --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
+    # where GPT-2's step goes op by op (each op waited for): 0.69x PyTorch on 2026-11-28, with no
+    # profile of it yet
+    step "folio bench gpt2 profile" 60 "$folio" bench --config gpt2 --device cuda \
+      --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 5 --warmup 2 \
+      --profile --graph=false
     step "torch peer gpt2" 120 "$python" bench/gpu/torch_gpu_peer.py --config gpt2 \
       --vocab_size 50257 --batch_size 16 --block_size 1024 --steps 20 --warmup 5
     # and replaying CUDA graphs, as on shakespeare_char, where that mode was PyTorch's faster

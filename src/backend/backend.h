@@ -184,9 +184,11 @@ class Backend {
   // dlogits = (softmax(logits) - onehot(target)) * dloss in the first V columns, 0 in the padding.
   // May run in place (dlogits == logits): each row is read whole before its gradient replaces it.
   // The model does, so that no (N, Vp) gradient is kept beside the logits (GPT-2: 206 MB at
-  // B * T = 1024, 13 GB at the GPU's B 64, T 1024).
+  // B * T = 1024, 13 GB at the GPU's B 64, T 1024). The model's dlogits are read by the lm_head's
+  // backward products alone (ReadBy::kNextProduct).
   virtual void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
-                                      int N, int V, int Vp, float dloss) = 0;
+                                      int N, int V, int Vp, float dloss,
+                                      ReadBy dlogits_read_by) = 0;
 
   // ---- optimizer and reductions ---------------------------------------------------------------
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,

@@ -102,9 +102,10 @@ void ProfilingBackend::cross_entropy_forward(float* losses, const float* logits,
 }
 void ProfilingBackend::cross_entropy_backward(float* dlogits, const float* logits,
                                               const int32_t* targets, int N, int V, int Vp,
-                                              float dloss) {
-  timed("cross-entropy backward", 0,
-        [&] { inner_->cross_entropy_backward(dlogits, logits, targets, N, V, Vp, dloss); });
+                                              float dloss, ReadBy dlogits_read_by) {
+  timed("cross-entropy backward", 0, [&] {
+    inner_->cross_entropy_backward(dlogits, logits, targets, N, V, Vp, dloss, dlogits_read_by);
+  });
 }
 
 void ProfilingBackend::adamw_update(float* params, const float* grads, float* m, float* v,

@@ -74,7 +74,7 @@ class ProfilingBackend : public Backend {
   void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
                              int V, int Vp) override;
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N,
-                              int V, int Vp, float dloss) override;
+                              int V, int Vp, float dloss, ReadBy dlogits_read_by) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const AdamWStep& step) override;
   void sum(float* result, const float* x, size_t n) override;

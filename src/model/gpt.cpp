@@ -340,7 +340,9 @@ void GPT::backward(float dloss, GradientUpdate update) {
 
   // logits = lm_head(ln_f(x)); the padded columns' gradient is zero, so are the padded rows'.
   // The gradient replaces the logits (d_logits is their memory), which nothing reads again.
-  backend_.cross_entropy_backward(act.d_logits, act.logits, act.targets, BT, V, Vp, dloss);
+  // d_logits is read by the lm_head's backward products alone
+  backend_.cross_entropy_backward(act.d_logits, act.logits, act.targets, BT, V, Vp, dloss,
+                                  ReadBy::kNextProduct);
   logits_hold_their_gradient_ = true;
   backend_.matmul_backward(act.d_ln, grads_.lm_head_weight, grads_.lm_head_bias, act.d_logits,
                            act.lnf, weights_.lm_head_weight, BT, C, Vp, update);

@@ -290,12 +290,13 @@ TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
   check_replayed_steps_equal_issued_steps();
 }
 
-// ReLU's output kept as bf16 alone (FOLIO_CUDA_RELU_OUTPUT=bf16: the product writes it, with the
-// bias and ReLU in its epilogue): the model as close to the CPU as StaysCloseToTheCpuInBf16 asks,
-// and replayed steps equal to issued ones.
-TEST_F(CudaModel, ReluOutputKeptInBf16) {
-  ScopedEnvironment relu("FOLIO_CUDA_RELU_OUTPUT", "bf16");
-  ASSERT_TRUE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));
+// ReLU's output kept in fp32 with a bf16 copy (FOLIO_CUDA_RELU_OUTPUT=fp32; the default keeps it
+// as bf16 alone, which StaysCloseToTheCpuInBf16 and ReplayedStepsEqualIssuedSteps run): the model
+// as close to the CPU as StaysCloseToTheCpuInBf16 asks, and replayed steps equal to issued ones.
+TEST_F(CudaModel, ReluOutputKeptInFp32) {
+  ASSERT_TRUE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));  // default
+  ScopedEnvironment relu("FOLIO_CUDA_RELU_OUTPUT", "fp32");
+  ASSERT_FALSE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));
   compare_with_cpu(test_config("shakespeare_char", 2), "bf16", 5e-2);
   check_replayed_steps_equal_issued_steps();
 }

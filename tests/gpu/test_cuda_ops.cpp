@@ -7,6 +7,7 @@
 // a product of such operands accumulated in fp32 lands within about 1% of the exact one, and
 // attention, whose probabilities and score gradients are rounded once more before their own
 // products, within 2% (forward) and 3% (backward).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -174,7 +175,11 @@ void check_relu_output_in_bf16(Backend& backend, int N, int C, int F) {
 }
 
 TEST_F(CudaOps, ReluOutputKeptInBf16) {
-  EXPECT_FALSE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));  // default
+  {
+    ScopedEnvironment fp32("FOLIO_CUDA_RELU_OUTPUT", "fp32");
+    EXPECT_FALSE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));
+  }
+  EXPECT_TRUE(cuda_backend("bf16")->keeps_as_bf16(ProductOperand::kReluOutput, 64));  // default
   ScopedEnvironment relu("FOLIO_CUDA_RELU_OUTPUT", "bf16");
   EXPECT_FALSE(cuda_backend("fp32")->keeps_as_bf16(ProductOperand::kReluOutput, 64));
   auto backend = cuda_backend("bf16");
@@ -205,6 +210,143 @@ TEST_F(CudaOps, ReluOutputChoiceRefusesAnUnknownValue) {
               std::string::npos)
         << e.what();
   }
+}
+
+// ---- gradients written as their bf16 copy alone (ReadBy::kNextProduct) --------------------------
+
+// What one round of an op and the product after it left: the product's results, and the fp32
+// memory of the op's output.
+struct RoundResults {
+  Floats dinp, dweight, dbias, op_output_fp32;
+};
+
+// An op whose output the next product alone reads writes only the bf16 copy that product reads
+// once one is kept (the product made it from the op's fp32 values the first time): ReLU's input
+// gradient d_fc before fc's backward products, the logits' gradient before the lm_head's. Each
+// round runs the model's order, and the first writes fp32 (no copy yet) which the product
+// converts; later rounds write the copy alone. The product's results must be the same bits every
+// round, and the op's fp32 memory must hold what was there before it (so the copy alone was
+// written). With and without cuBLASLt's epilogues: the bias gradient summed by the epilogue, or by
+// the kernels from the same bf16 operand. FOLIO_CUDA_GRADIENT_COPIES=both writes the fp32 values
+// every round, and the products' results are the same.
+TEST_F(CudaOps, GradientsWrittenAsTheirBf16CopyAlone) {
+  EXPECT_NE(cuda_backend("bf16")->description().find("written in bf16 alone"), std::string::npos);
+  for (const char* copies : {"alone", "both"})
+    for (const char* fallback : {"0", "1"}) {
+      SCOPED_TRACE(::testing::Message() << "FOLIO_CUDA_GRADIENT_COPIES=" << copies
+                                        << " FOLIO_GEMM_FALLBACK=" << fallback);
+      ScopedEnvironment alone_or_both("FOLIO_CUDA_GRADIENT_COPIES", copies);
+      ScopedEnvironment epilogues("FOLIO_GEMM_FALLBACK", fallback);
+      const bool alone = std::strcmp(copies, "alone") == 0;
+      auto backend = cuda_backend("bf16");
+      {
+        // d_fc = (d_branch @ w2) * (fc > 0), in place, then fc's products from ln (N, C)
+        const int N = 512, C = 64, F = 256;
+        const size_t n = size_t(N) * F;
+        const Floats fc = random_vector<float>(n, 31), ln = random_vector<float>(size_t(N) * C, 32),
+                     w1 = random_vector<float>(size_t(F) * C, 33),
+                     w2 = random_vector<float>(size_t(C) * F, 34),
+                     d_branch = random_vector<float>(size_t(N) * C, 35);
+        Floats relu_output = fc;
+        for (float& value : relu_output) value = std::max(value, 0.0f);
+        auto d_fc_act = to_device(*backend, relu_output), d_ln = to_device(*backend, ln),
+             d_w1 = to_device(*backend, w1), d_w2 = to_device(*backend, w2),
+             d_dbranch = to_device(*backend, d_branch);
+        auto d_dfc = to_device(*backend, Floats(n, NAN));
+        auto d_dw2 = to_device(*backend, Floats(w2.size())), d_db2 = to_device(*backend, Floats(C));
+        auto d_dln = to_device(*backend, Floats(ln.size())),
+             d_dw1 = to_device(*backend, Floats(w1.size())), d_db1 = to_device(*backend, Floats(F));
+        std::vector<RoundResults> rounds;
+        for (int round = 0; round < 3; ++round) {
+          backend->matmul_backward(d_dfc.as<float>(), d_dw2.as<float>(), d_db2.as<float>(),
+                                   d_dbranch.as<float>(), d_fc_act.as<float>(), d_w2.as<float>(), N,
+                                   F, C, GradientUpdate::kWrite);
+          const Floats product = to_host(*backend, d_dfc, n);
+          backend->activation_backward(d_dfc.as<float>(), d_dfc.as<float>(), d_fc_act.as<float>(),
+                                       n, Activation::kRelu, ReadBy::kNextProduct);
+          RoundResults r;
+          r.op_output_fp32 = to_host(*backend, d_dfc, n);
+          backend->matmul_backward(d_dln.as<float>(), d_dw1.as<float>(), d_db1.as<float>(),
+                                   d_dfc.as<float>(), d_ln.as<float>(), d_w1.as<float>(), N, C, F,
+                                   GradientUpdate::kWrite);
+          r.dinp = to_host(*backend, d_dln, ln.size());
+          r.dweight = to_host(*backend, d_dw1, w1.size());
+          r.dbias = to_host(*backend, d_db1, F);
+          size_t unmasked = 0;  // nonzero where ReLU's output is 0: the product's, not the gradient
+          for (size_t i = 0; i < n; ++i)
+            unmasked += relu_output[i] == 0.0f && r.op_output_fp32[i] != 0;
+          if (round == 0 || !alone) {
+            EXPECT_EQ(unmasked, 0u) << "round " << round << ": the fp32 gradient is written";
+          } else {
+            EXPECT_EQ(r.op_output_fp32, product) << "round " << round << " wrote fp32";
+            EXPECT_GT(unmasked, n / 4);
+          }
+          rounds.push_back(r);
+        }
+        for (int round = 1; round < 3; ++round) {
+          EXPECT_EQ(rounds[round].dinp, rounds[0].dinp) << "round " << round;
+          EXPECT_EQ(rounds[round].dweight, rounds[0].dweight) << "round " << round;
+          EXPECT_EQ(rounds[round].dbias, rounds[0].dbias) << "round " << round;
+        }
+        // and the gradient is the right one: fc's products against the reference, from the masked
+        // fp32 gradient of round 0
+        Doubles dln(ln.size()), dw1(w1.size(), 0.0), db1(F, 0.0);
+        reference::matmul_backward(dln.data(), dw1.data(), db1.data(),
+                                   widened(rounds[0].op_output_fp32).data(), widened(ln).data(),
+                                   widened(w1).data(), N, C, F);
+        EXPECT_LT(relative_error(rounds[2].dinp, dln), kBf16Product);
+        EXPECT_LT(relative_error(rounds[2].dweight, dw1), kBf16Product);
+        EXPECT_LT(relative_error(rounds[2].dbias, db1), kBf16Product);
+      }
+      {
+        // the lm_head at GPT-2's vocabulary (rows of 50,304, a whole number of quads): logits =
+        // x @ w^T, the loss, its gradient in place over the logits, then the lm_head's products
+        const int N = 64, C = 64, V = 50257, Vp = 50304;
+        const Floats x = random_vector<float>(size_t(N) * C, 41),
+                     w = random_vector<float>(size_t(Vp) * C, 42);
+        std::vector<int32_t> targets(N);
+        for (int i = 0; i < N; ++i) targets[i] = (i * 7919) % V;
+        auto d_x = to_device(*backend, x), d_w = to_device(*backend, w),
+             d_targets = to_device(*backend, targets);
+        auto d_logits = to_device(*backend, Floats(size_t(N) * Vp)),
+             d_losses = to_device(*backend, Floats(N));
+        auto d_dx = to_device(*backend, Floats(x.size())),
+             d_dw = to_device(*backend, Floats(w.size()));
+        std::vector<RoundResults> rounds;
+        Floats first_losses;
+        for (int round = 0; round < 3; ++round) {
+          backend->matmul_forward(d_logits.as<float>(), d_x.as<float>(), d_w.as<float>(), nullptr,
+                                  N, C, Vp);
+          const Floats logits = to_host(*backend, d_logits, size_t(N) * Vp);
+          backend->cross_entropy_forward(d_losses.as<float>(), d_logits.as<float>(),
+                                         d_targets.as<int32_t>(), N, V, Vp);
+          const Floats losses = to_host(*backend, d_losses, N);
+          if (round == 0) first_losses = losses;
+          EXPECT_EQ(losses, first_losses) << "round " << round;
+          backend->cross_entropy_backward(d_logits.as<float>(), d_logits.as<float>(),
+                                          d_targets.as<int32_t>(), N, V, Vp, 1.0f / N,
+                                          ReadBy::kNextProduct);
+          RoundResults r;
+          r.op_output_fp32 = to_host(*backend, d_logits, size_t(N) * Vp);
+          backend->matmul_backward(d_dx.as<float>(), d_dw.as<float>(), nullptr,
+                                   d_logits.as<float>(), d_x.as<float>(), d_w.as<float>(), N, C, Vp,
+                                   GradientUpdate::kWrite);
+          r.dinp = to_host(*backend, d_dx, x.size());
+          r.dweight = to_host(*backend, d_dw, w.size());
+          if (round == 0 || !alone) {
+            EXPECT_NE(r.op_output_fp32, logits) << "round " << round << ": the gradient is written";
+          } else {
+            EXPECT_EQ(r.op_output_fp32, logits)
+                << "round " << round << " wrote fp32 over the logits";
+          }
+          rounds.push_back(r);
+        }
+        for (int round = 1; round < 3; ++round) {
+          EXPECT_EQ(rounds[round].dinp, rounds[0].dinp) << "round " << round;
+          EXPECT_EQ(rounds[round].dweight, rounds[0].dweight) << "round " << round;
+        }
+      }
+    }
 }
 
 // ---- attention ----------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ class CpuBackend final : public Backend {
   void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
                              int V, int Vp) override;
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N,
-                              int V, int Vp, float dloss) override;
+                              int V, int Vp, float dloss, ReadBy dlogits_read_by) override;
   // The fused pairs (layernorm.cpp): one pass over each row instead of two.
   void dropout_add_layernorm_forward(float* residual_out, float* ln_out, float* mean, float* rstd,
                                      const float* residual, const float* branch,

@@ -22,9 +22,11 @@ void CpuBackend::cross_entropy_forward(float* losses, const float* logits, const
 }
 
 void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
-                                        int N, int V, int Vp, float dloss) {
+                                        int N, int V, int Vp, float dloss,
+                                        ReadBy /*dlogits_read_by*/) {
   // The lm_head's gradient products read dlogits next: its bf16 copy is made here, while each
-  // row is still in cache (a gpt2 row is 200 KiB, the whole tensor 206 MB at B*T = 1024).
+  // row is still in cache (a gpt2 row is 200 KiB, the whole tensor 206 MB at B*T = 1024). The
+  // fp32 row is written whatever reads it: it is this loop's scratch, and in cache.
   cpu::bf16* dlogits16 = bf16_output(kGradient, dlogits, static_cast<size_t>(N) * Vp);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {

@@ -66,21 +66,14 @@ __global__ void activation_forward_kernel(float* out, cuda::bf16* out_bf16, cons
   }
 }
 
-__device__ __forceinline__ float as_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float as_float(cuda::bf16 x) {
-  return __bfloat162float(x);
-}
-
-// dinp = dout * f'(x), x fp32 or bf16
+// dinp = dout * f'(x), x fp32 or bf16; dinp null: its bf16 copy alone
 template <typename Input>
 __global__ void activation_backward_kernel(float* dinp, cuda::bf16* dinp_bf16, const float* dout,
                                            const Input* inp, size_t n, Activation kind) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    const float g = dout[i] * activation_derivative(as_float(inp[i]), kind);
-    dinp[i] = g;
+    const float g = dout[i] * activation_derivative(cuda::as_float(inp[i]), kind);
+    if (dinp) dinp[i] = g;
     if (dinp_bf16) dinp_bf16[i] = __float2bfloat16(g);
   }
 }
@@ -136,7 +129,7 @@ __global__ void activation_backward_quads_kernel(float4* dinp, cuda::bf16* dinp_
                                  d.y * activation_derivative(x.y, kind),
                                  d.z * activation_derivative(x.z, kind),
                                  d.w * activation_derivative(x.w, kind));
-    dinp[i] = g;
+    if (dinp) dinp[i] = g;
     if (dinp_bf16) store_bf16_quad(dinp_bf16 + 4 * i, g);
   }
 }
@@ -175,10 +168,14 @@ void CudaBackend::activation_forward(float* out, const float* inp, size_t n, Act
 }
 
 void CudaBackend::activation_backward(float* dinp, const float* dout, const float* inp, size_t n,
-                                      Activation kind, ReadBy /*dinp_read_by*/) {
+                                      Activation kind, ReadBy dinp_read_by) {
   if (n == 0) return;
-  cuda::bf16* dinp_bf16 = bf16_output(dinp, n);
-  // the input as the model keeps it: fp32, or (ReLU's output) bf16
+  // (dout resolved before dinp's copy is marked written: in place they are one tensor)
+  dout = fp32_values(dout, n, Scratch::kProductOutput);
+  // d_fc, which fc's backward products alone read: its bf16 copy alone where one is kept (dinp
+  // becomes null), 2 bytes an element written where the fp32 values and the copy took 6
+  cuda::bf16* dinp_bf16 = bf16_output(dinp, n, dinp_read_by);
+  // the input as the model keeps it: fp32, or bf16 alone (ReLU's output kept as bf16)
   const auto launch = [&](const auto* x) {
     if (vectorizable(n, {dinp, dinp_bf16, dout, x})) {
       activation_backward_quads_kernel<<<grid_for(n / 4, sm_count_), cuda::kBlockThreads, 0,
@@ -190,8 +187,8 @@ void CudaBackend::activation_backward(float* dinp, const float* dout, const floa
           dinp, dinp_bf16, dout, x, n, kind);
     }
   };
-  if (const cuda::bf16* kept = kept_in_bf16(inp, n)) {
-    launch(kept);
+  if (const cuda::bf16* alone = bf16_alone(inp, n)) {
+    launch(alone);
   } else {
     launch(inp);
   }

@@ -13,6 +13,12 @@
 // marked out of date, so a stale copy is never read. This bookkeeping is host-side and follows
 // the order ops are issued in, which is the order the single stream runs them.
 //
+// An output that the next product alone reads (ReadBy::kNextProduct: ReLU's or GELU's input
+// gradient d_fc, read by fc's two backward products) is written as its copy alone where one is
+// kept, as the CPU does: 2 bytes an element where the fp32 values and the copy took 6. Its fp32
+// values are then out of date until the next write; fp32_values() widens the copy for a reader
+// that needs fp32, and the products (and the bias gradient beside them) read the copy.
+//
 // A tensor kept as bf16 alone (store_as_bf16: ReLU's output with FOLIO_CUDA_RELU_OUTPUT=bf16)
 // needs no copy: a product reads it as it is, and an fp32 product (a leading dimension not a
 // multiple of 8) reads it widened into scratch memory.
@@ -69,9 +75,19 @@ cuda::bf16* CudaBackend::bf16_output(const float* out, size_t n) {
   for (Bf16Copy& copy : bf16_copies_)
     if (copy.source == out && copy.capacity() >= n) {
       copy.valid = n;  // the caller's kernel writes it alongside the fp32 values
+      copy.fp32_written = true;
       return copy.memory.as<cuda::bf16>();
     }
   return nullptr;
+}
+
+cuda::bf16* CudaBackend::bf16_output(float*& out, size_t n, ReadBy read_by) {
+  cuda::bf16* copy = bf16_output(out, n);
+  if (copy == nullptr || read_by != ReadBy::kNextProduct || !copies_alone_) return copy;
+  for (Bf16Copy& kept : bf16_copies_)
+    if (kept.memory.as<cuda::bf16>() == copy) kept.fp32_written = false;
+  out = nullptr;  // the caller's kernel writes the copy alone
+  return copy;
 }
 
 bool CudaBackend::keeps_as_bf16(ProductOperand tensor, int /*head_size*/) const {
@@ -97,18 +113,30 @@ cuda::bf16* CudaBackend::kept_in_bf16(const void* x, size_t n) const {
   return nullptr;
 }
 
-const float* CudaBackend::widened_if_kept(const float* x, size_t n, Scratch slot) {
-  const cuda::bf16* kept = kept_in_bf16(x, n);
-  if (kept == nullptr) return x;
+const cuda::bf16* CudaBackend::bf16_alone(const float* x, size_t n) const {
+  if (const cuda::bf16* kept = kept_in_bf16(x, n)) return kept;
+  for (const Bf16Copy& copy : bf16_copies_) {
+    if (copy.valid == 0 || copy.fp32_written) continue;
+    if (copy.source == x && copy.valid >= n) return copy.memory.as<cuda::bf16>();
+    if (overlaps(x, n * sizeof(float), copy.source, copy.valid * sizeof(float)))
+      throw Error("internal: an op reads part of an output written as its bf16 copy alone");
+  }
+  return nullptr;
+}
+
+const float* CudaBackend::fp32_values(const float* x, size_t n, Scratch slot) {
+  const cuda::bf16* alone = bf16_alone(x, n);
+  if (alone == nullptr) return x;
   auto* widened = static_cast<float*>(scratch(slot, n * sizeof(float)));
   const unsigned blocks = std::min(cuda::blocks_for(n, cuda::kBlockThreads), 8u * sm_count_);
-  widen_from_bf16_kernel<<<blocks, cuda::kBlockThreads, 0, stream_>>>(widened, kept, n);
+  widen_from_bf16_kernel<<<blocks, cuda::kBlockThreads, 0, stream_>>>(widened, alone, n);
   check_launch("widen_from_bf16");
   return widened;
 }
 
 const cuda::bf16* CudaBackend::bf16_activation(const float* x, size_t n, Scratch fallback) {
-  if (const cuda::bf16* kept = kept_in_bf16(x, n)) return kept;
+  // a tensor kept as bf16, or an output written as its copy alone: the bf16 values are all there is
+  if (const cuda::bf16* alone = bf16_alone(x, n)) return alone;
   const bool keep = options_.fused_kernels && n >= kSmallestKeptCopy;
   for (Bf16Copy& copy : bf16_copies_) {
     if (copy.source != x) continue;
@@ -120,6 +148,7 @@ const cuda::bf16* CudaBackend::bf16_activation(const float* x, size_t n, Scratch
     }
     convert_to_bf16(copy.memory.as<cuda::bf16>(), x, n);
     copy.valid = n;
+    copy.fp32_written = true;
     return copy.memory.as<cuda::bf16>();
   }
   if (keep && !capturing_ && bf16_copies_.size() < kMostKeptCopies) {

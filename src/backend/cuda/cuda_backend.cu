@@ -53,14 +53,14 @@ namespace {
 // through shared memory), "registers" (attention_registers.cu, FlashAttention-2's arrangement;
 // its backward takes heads up to 64 and larger heads use wmma) or "staged" (the register kernels
 // with each step's rows copied by cp.async while the block computes on the last; heads up to
-// 64, larger as "registers"; not yet run on a GPU, so not the default). Measured on an H200
-// (bench/gpu/gpu_check.sh, 2026-11-27, after the kernels drew their dropout four keys at a time),
-// every GPU test passing with both: registers on both sides made shakespeare_char's step 7.46 ms
-// against 7.89 with a wmma backward (ncu: key/value kernel 1.03 ms a step against 1.11, query
-// kernel 0.75 against 1.07), and GPT-2's at T = 1024 50.7 ms against 57.0. FOLIO_ATTENTION_FORWARD
-// and FOLIO_ATTENTION_BACKWARD choose any of the three.
-constexpr const char* kDefaultForwardKernels = "registers";
-constexpr const char* kDefaultBackwardKernels = "registers";
+// 64, larger as "registers"). Measured on an H200 (bench/gpu/gpu_check.sh, 2026-11-28, every GPU
+// test passing with all three, racecheck clean on the register and staged ones):
+// shakespeare_char's step 7.24 ms staged on both sides, 7.37 registers, 8.15 wmma (ncu: the
+// query-gradient kernel 0.63 ms a step staged against 0.75, the others within 1%); GPT-2 at
+// T = 1024 49.96 ms staged, 50.17 registers, 60.16 wmma. FOLIO_ATTENTION_FORWARD and
+// FOLIO_ATTENTION_BACKWARD choose any of the three.
+constexpr const char* kDefaultForwardKernels = "staged";
+constexpr const char* kDefaultBackwardKernels = "staged";
 
 // The environment variable's value (`default_value` where unset or empty), one of `choices`:
 // anything else is refused, naming the variable and what it takes ("expected a, b or c").
@@ -87,11 +87,23 @@ CudaBackend::AttentionKernels attention_kernels(const char* variable, const char
                            : CudaBackend::AttentionKernels::kRegisters;
 }
 
-// FOLIO_CUDA_RELU_OUTPUT: "bf16" keeps a ReLU model's fc as bf16 alone (the product writes it
-// with the bias and ReLU in its epilogue: no activation pass, and 2 bytes an element where fp32
-// and its bf16 copy took 6); "fp32" (the default until a GPU has run it) keeps fp32 and a copy.
+// FOLIO_CUDA_RELU_OUTPUT: "bf16" (the default) keeps a ReLU model's fc as bf16 alone (the product
+// writes it with the bias and ReLU in its epilogue: no activation pass, and 2 bytes an element
+// where fp32 and its bf16 copy took 6); "fp32" keeps fp32 and a copy. On an H200 (2026-11-28)
+// shakespeare_char's step took 7.27 ms with bf16 against 7.37 with fp32, 7.15 with the staged
+// attention beside it; CudaOps.ReluOutputKeptInBf16 and CudaModel.ReluOutputKeptInBf16 passed.
 bool relu_output_in_bf16() {
-  return choice_from_environment("FOLIO_CUDA_RELU_OUTPUT", "fp32", {"fp32", "bf16"}) == "bf16";
+  return choice_from_environment("FOLIO_CUDA_RELU_OUTPUT", "bf16", {"fp32", "bf16"}) == "bf16";
+}
+
+// FOLIO_CUDA_GRADIENT_COPIES: "alone" (the default) lets an op whose output the next product alone
+// reads (ReadBy::kNextProduct: ReLU's or GELU's input gradient, the logits' gradient) write only
+// the bf16 copy that product reads, once one is kept; "both" writes the fp32 values beside it, as
+// before (bf16_copies.cu). Written without a GPU on 2026-11-28: "both" is the way back, and what
+// gpu_check.sh times it against.
+bool gradient_copies_alone() {
+  return choice_from_environment("FOLIO_CUDA_GRADIENT_COPIES", "alone", {"alone", "both"}) ==
+         "alone";
 }
 
 const char* name_of(CudaBackend::AttentionKernels kernels) {
@@ -118,6 +130,7 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   forward_kernels_ = attention_kernels("FOLIO_ATTENTION_FORWARD", kDefaultForwardKernels);
   backward_kernels_ = attention_kernels("FOLIO_ATTENTION_BACKWARD", kDefaultBackwardKernels);
   relu_output_in_bf16_ = relu_output_in_bf16();
+  copies_alone_ = gradient_copies_alone();
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
@@ -184,6 +197,8 @@ std::string CudaBackend::description() const {
     if (backward_kernels_ != AttentionKernels::kWmma) text += " (heads up to 64)";
   }
   if (keeps_as_bf16(ProductOperand::kReluOutput, 0)) text += ", a ReLU model's fc kept in bf16";
+  if (bf16_ && options_.fused_kernels && copies_alone_)
+    text += ", gradients only products read written in bf16 alone";
   return text + ")";
 }
 

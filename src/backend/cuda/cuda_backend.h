@@ -121,7 +121,7 @@ class CudaBackend final : public Backend {
   void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
                              int V, int Vp) override;
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N,
-                              int V, int Vp, float dloss) override;
+                              int V, int Vp, float dloss, ReadBy dlogits_read_by) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const AdamWStep& step) override;
   void sum(float* result, const float* x, size_t n) override;
@@ -141,9 +141,10 @@ class CudaBackend final : public Backend {
 
   void set_parameter_buffer(const float* parameters, size_t count) override;
   double peak_flops() const override;
-  // With bf16 products and FOLIO_CUDA_RELU_OUTPUT=bf16: a ReLU model's fc (ReLU's output), which
-  // only fc2's products and ReLU's backward read (for its signs), is kept as bf16 alone: 2 bytes
-  // an element where fp32 and a bf16 copy took 6, and no activation pass in the forward.
+  // With bf16 products (and FOLIO_CUDA_RELU_OUTPUT unset or bf16): a ReLU model's fc (ReLU's
+  // output), which only fc2's products and ReLU's backward read (for its signs), is kept as bf16
+  // alone: 2 bytes an element where fp32 and a bf16 copy took 6, and no activation pass in the
+  // forward.
   bool keeps_as_bf16(ProductOperand tensor, int head_size) const override;
   void store_as_bf16(const float* tensor, size_t count) override;
   // Products that wrote a tensor kept as bf16: in their epilogue, or in fp32 and then rounded (no
@@ -201,6 +202,9 @@ class CudaBackend final : public Backend {
   struct Bf16Copy {
     const float* source = nullptr;
     size_t valid = 0;  // leading floats of `source` the copy matches; 0 once it is out of date
+    // false: the writer wrote the copy alone (ReadBy::kNextProduct), and `source` holds stale
+    // values until the next write
+    bool fp32_written = true;
     DeviceMemory memory;
     size_t capacity() const { return memory.bytes() / 2; }
   };
@@ -217,6 +221,10 @@ class CudaBackend final : public Backend {
   // An op about to write all n floats at `out`: where it should also write them in bf16 (the
   // copy a matrix product will read), or null when nothing reads them that way.
   cuda::bf16* bf16_output(const float* out, size_t n);
+  // The same for an output that `read_by` reads; where only the next product reads it and a copy
+  // is kept, `out` becomes null: the op writes the copy alone, which the product reads (and
+  // fp32_values() widens for any other reader).
+  cuda::bf16* bf16_output(float*& out, size_t n, ReadBy read_by);
   // bf16 operands of a matrix product: the up-to-date copy, or one converted now.
   const cuda::bf16* bf16_activation(const float* x, size_t n, Scratch fallback);
   const cuda::bf16* bf16_weight(const float* w, size_t n, Scratch fallback);
@@ -226,8 +234,11 @@ class CudaBackend final : public Backend {
   void convert_to_bf16(cuda::bf16* out, const float* x, size_t n);
   // The n elements at x, in a tensor kept as bf16 (store_as_bf16), else null (x holds fp32).
   cuda::bf16* kept_in_bf16(const void* x, size_t n) const;
-  // x itself, or where x lies in a tensor kept as bf16, its n elements widened to fp32 in `slot`.
-  const float* widened_if_kept(const float* x, size_t n, Scratch slot);
+  // The n elements at x where their bf16 values are all there is: x lies in a tensor kept as bf16,
+  // or x is an output written as its copy alone. Null where x holds fp32 values.
+  const cuda::bf16* bf16_alone(const float* x, size_t n) const;
+  // x itself, or where bf16_alone(x, n), its n elements widened to fp32 in `slot`.
+  const float* fp32_values(const float* x, size_t n, Scratch slot);
   // out (N, OC), kept as bf16, = inp @ weight^T + bias, then ReLU if `relu`: in the product's
   // epilogue where cuBLASLt offers it, else in fp32 and rounded.
   void linear_into_bf16(cuda::bf16* out, const float* inp, const float* weight, const float* bias,
@@ -275,7 +286,8 @@ class CudaBackend final : public Backend {
     size_t bytes;
   };
   std::vector<KeptBf16> kept_bf16_;
-  bool relu_output_in_bf16_ = false;  // FOLIO_CUDA_RELU_OUTPUT=bf16
+  bool relu_output_in_bf16_ = false;  // FOLIO_CUDA_RELU_OUTPUT: bf16 (the default) or fp32
+  bool copies_alone_ = true;          // FOLIO_CUDA_GRADIENT_COPIES: alone (the default) or both
   Bf16OutputProducts bf16_output_products_;
 
   // Copies to the device go through page-locked slots, so that they neither wait for the GPU nor

@@ -22,6 +22,15 @@ namespace folio::cuda {
 
 using bf16 = __nv_bfloat16;
 
+// An element read as fp32 from an fp32 tensor or from a bf16 one (a tensor or copy that products
+// read in bf16), so that one kernel template serves both.
+__device__ __forceinline__ float as_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float as_float(bf16 x) {
+  return __bfloat162float(x);
+}
+
 // Threads that run in lockstep and exchange registers by shuffles.
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullWarpMask = 0xffffffffu;

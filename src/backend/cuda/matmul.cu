@@ -50,7 +50,7 @@ cuda::GemmPrecision CudaBackend::precision(bool bf16_operands) const {
 
 const void* CudaBackend::matmul_operand(const float* x, size_t n, bool is_weight,
                                         bool bf16_operands, Scratch fallback) {
-  if (!bf16_operands) return widened_if_kept(x, n, fallback);
+  if (!bf16_operands) return fp32_values(x, n, fallback);
   return is_weight ? static_cast<const void*>(bf16_weight(x, n, fallback))
                    : static_cast<const void*>(bf16_activation(x, n, fallback));
 }
@@ -194,11 +194,19 @@ void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, con
   }
   run_gemm(weight_gradient);
   if (dbias != nullptr) {
-    // dbias[j] += sum over rows of dout[:, j], in fixed blocks of rows added in order
+    // dbias[j] += sum over rows of dout[:, j], in fixed blocks of rows added in order: of the
+    // operand the products read, as the epilogue sums it (with bf16 products, the rounded
+    // gradient, as PyTorch's bf16 autocast sums it; and dout may hold its bf16 copy alone)
     const int parts = cuda::column_sum_parts(N);
     auto* partials =
         static_cast<float*>(scratch(Scratch::kPartialSums, size_t(parts) * OC * sizeof(float)));
-    cuda::column_partial_sums(partials, dout, N, OC, parts, stream_);
+    if (bf16_operands) {
+      cuda::column_partial_sums(partials, static_cast<const cuda::bf16*>(dout_operand), N, OC,
+                                parts, stream_);
+    } else {
+      cuda::column_partial_sums(partials, static_cast<const float*>(dout_operand), N, OC, parts,
+                                stream_);
+    }
     cuda::add_partial_sums(dbias, partials, parts, OC, stream_);
   }
 }

@@ -9,16 +9,28 @@ namespace {
 constexpr int kRowsPerPart = 64;
 
 // Threads run along the columns, so each row is read coalesced; each thread sums its column
-// over the part's rows in order.
-__global__ void column_partial_sums_kernel(float* partials, const float* x, int rows, int cols,
+// over the part's rows in order. x fp32, or bf16 (a gradient held as a product's bf16 operand),
+// summed in fp32 either way.
+template <typename Element>
+__global__ void column_partial_sums_kernel(float* partials, const Element* x, int rows, int cols,
                                            int rows_per_part) {
   const int column = blockIdx.x * blockDim.x + threadIdx.x;
   const int part = blockIdx.y;
   if (column >= cols) return;
   const int first = part * rows_per_part, last = min(rows, first + rows_per_part);
   float total = 0.0f;
-  for (int row = first; row < last; ++row) total += x[size_t(row) * cols + column];
+  for (int row = first; row < last; ++row) total += as_float(x[size_t(row) * cols + column]);
   partials[size_t(part) * cols + column] = total;
+}
+
+template <typename Element>
+void launch_column_partial_sums(float* partials, const Element* x, int rows, int cols, int parts,
+                                cudaStream_t stream) {
+  const int rows_per_part = (rows + parts - 1) / parts;
+  const dim3 grid(blocks_for(cols, kBlockThreads), parts);
+  column_partial_sums_kernel<<<grid, kBlockThreads, 0, stream>>>(partials, x, rows, cols,
+                                                                 rows_per_part);
+  check_launch("column_partial_sums");
 }
 
 // A block holds 32 columns (a warp reads them coalesced, 128 bytes) by 32 lanes of parts:
@@ -54,11 +66,12 @@ int column_sum_parts(int rows) {
 
 void column_partial_sums(float* partials, const float* x, int rows, int cols, int parts,
                          cudaStream_t stream) {
-  const int rows_per_part = (rows + parts - 1) / parts;
-  const dim3 grid(blocks_for(cols, kBlockThreads), parts);
-  column_partial_sums_kernel<<<grid, kBlockThreads, 0, stream>>>(partials, x, rows, cols,
-                                                                 rows_per_part);
-  check_launch("column_partial_sums");
+  launch_column_partial_sums(partials, x, rows, cols, parts, stream);
+}
+
+void column_partial_sums(float* partials, const bf16* x, int rows, int cols, int parts,
+                         cudaStream_t stream) {
+  launch_column_partial_sums(partials, x, rows, cols, parts, stream);
 }
 
 void add_partial_sums(float* out, const float* partials, int parts, int cols, cudaStream_t stream) {
