@@ -194,6 +194,61 @@ TEST(Model, MicroBatchesAccumulateTheGradientOfTheWholeBatchWithDropout) {
 // LayerNorms', the embeddings'): whatever the gradients held before, it must give exactly what
 // zeroing them all and adding gives, in every model variant (a tied lm_head shares the token
 // embedding's gradient; post_norm and biases add tensors) and in fp32 and bf16.
+// backward()'s `done` hears of every tensor's gradient exactly once, and only once the pass has
+// written it for the last time: what each stretch holds when it is reported must be what it
+// holds when backward() returns (data parallelism starts summing it then). With kAdd on top of an
+// earlier pass, so that a stretch reported too early (before its last addition) differs; tied
+// embeddings (the token embedding's gradient gets the lm_head's part first and the embedding's
+// last), seed 004's post_norm blocks, no biases; blocks reported from the last to the first.
+TEST(Model, BackwardReportsEachGradientOnceAndOnlyWhenItIsFinal) {
+  Config tied = small_config(), post_norm = load_config("seed004"), no_biases = small_config();
+  tied.tie_weights = true;
+  no_biases.bias = false;
+  no_biases.lm_head_bias = false;
+  auto backend = cpu();
+  for (const Config* c : {&tied, &post_norm, &no_biases}) {
+    SCOPED_TRACE(std::string("tied ") + std::to_string(c->tie_weights) + ", " + c->block_order +
+                 ", bias " + std::to_string(c->bias));
+    const int B = 2, T = c->block_size;
+    GPT model(*backend, ModelShape::from_config(*c, 65));
+    model.initialize(c->seed, c->init_std, false);
+    model.plan(B, T, true);
+    const auto tokens = random_tokens(B * T, 65, 3), targets = random_tokens(B * T, 65, 4);
+    model.forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, 1, 0});
+    model.backward(1.0f / (B * T), GradientUpdate::kWrite);
+    model.forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, 2, 0});
+    const size_t total = model.parameter_count();
+    std::vector<int> times_reported(total, 0);
+    std::vector<float> when_reported(total, NAN);
+    std::vector<int> block_order;
+    model.backward(1.0f / (B * T), GradientUpdate::kAdd, [&](size_t offset, size_t count) {
+      ASSERT_LE(offset + count, total);
+      const std::vector<float> now = model.read_gradients();
+      for (size_t i = offset; i < offset + count; ++i) {
+        ++times_reported[i];
+        when_reported[i] = now[i];
+      }
+      for (const ParameterTensor& tensor : model.layout().tensors()) {
+        if (tensor.offset != offset || tensor.name.rfind("blocks.", 0) != 0) continue;
+        const int block = std::stoi(tensor.name.substr(7));  // each block: two stretches
+        if (block_order.empty() || block_order.back() != block) block_order.push_back(block);
+      }
+    });
+    EXPECT_EQ(std::count(times_reported.begin(), times_reported.end(), 1), long(total))
+        << "every gradient reported exactly once";
+    const std::vector<float> final_gradients = model.read_gradients();
+    for (const ParameterTensor& tensor : model.layout().tensors())
+      for (size_t i = tensor.offset; i < tensor.offset + tensor.size; ++i)
+        if (when_reported[i] != final_gradients[i]) {
+          ADD_FAILURE() << tensor.name << " was reported before its last write";
+          break;
+        }
+    std::vector<int> last_to_first;
+    for (int l = c->n_layer - 1; l >= 0; --l) last_to_first.push_back(l);
+    EXPECT_EQ(block_order, last_to_first);
+  }
+}
+
 TEST(Model, WritingTheGradientsEqualsZeroingThemAndAdding) {
   Config tied = small_config(), post_norm = load_config("seed004"), no_biases = small_config();
   tied.tie_weights = true;

@@ -74,6 +74,7 @@ struct Config {
   bool cuda_graph = true;      // a GPU replays the recorded training step (one process)
   int threads = 0;  // 0: every core this process may use
   double dist_timeout = 300;  // seconds a rank waits for the others before giving up
+  bool overlap_gradient_sums = true;  // each block's gradients summed over ranks in the backward
 
   // Derived values.
   int effective_head_size() const { return head_size > 0 ? head_size : n_embd / n_head; }

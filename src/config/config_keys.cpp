@@ -321,11 +321,10 @@ const std::vector<ConfigKey>& config_keys() {
        .group = "run",
        .scope = ConfigScope::kRecipe,
        .member = &Config::dtype,
-       .help =
-           "precision of the matrix products: auto is bf16 on a GPU and fp32 on the CPU; bf16 "
-           "rounds their operands to bf16 and accumulates in fp32, with fp32 master weights, "
-           "optimizer state and checkpoints (on a CPU without AVX512-BF16 or AMX it is slower "
-           "than fp32)",
+       .help = "precision of the matrix products: auto is bf16 on a GPU and fp32 on the CPU; bf16 "
+               "rounds their operands to bf16 and accumulates in fp32, with fp32 master weights, "
+               "optimizer state and checkpoints (on a CPU without AVX512-BF16 or AMX it is slower "
+               "than fp32)",
        .choices = "auto|fp32|bf16"},
       {.name = "tf32",
        .group = "run",
@@ -354,6 +353,15 @@ const std::vector<ConfigKey>& config_keys() {
        .help = "seconds a rank waits for the others in a collective before stopping with an error",
        .min = 1,
        .max = 1e6},
+      {.name = "overlap_gradient_sums",
+       .group = "run",
+       .scope = ConfigScope::kHost,
+       .member = &Config::overlap_gradient_sums,
+       .help = "several ranks: start summing each block's gradients over the ranks as soon as the "
+               "backward pass has left the block, while the blocks below compute (DDP's "
+               "buckets; Gloo sums in a thread of its own); false: one sum of the whole gradient "
+               "after the pass. Two ranks get the same bits either way; more may differ in "
+               "rounding"},
   };
   return keys;
 }

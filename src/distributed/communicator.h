@@ -47,6 +47,16 @@ class Communicator {
   // Rank 0's n floats to every rank.
   virtual void broadcast_device(float* data, size_t n) = 0;
 
+  // ---- device buffers summed while the backward pass goes on -----------------------------------
+  // start_sum_device(data, n) begins what all_reduce_sum_device(data, n) does; finish_sums()
+  // returns once every sum begun is done (or queued on the backend's stream, as NCCL's are). In
+  // between, nothing reads or writes the buffers, and the only collective called is another
+  // start_sum_device. Training begins one for each block's gradients as soon as the backward pass
+  // has left the block (PyTorch DDP's buckets), so that the sums travel while the blocks below
+  // compute. The default sums at once: no overlap, the same results.
+  virtual void start_sum_device(float* data, size_t n) { all_reduce_sum_device(data, n); }
+  virtual void finish_sums() {}
+
   // ---- host memory -----------------------------------------------------------------------------
   // data[i] = sum over ranks of data[i] (losses: double, so that sums of many terms keep digits).
   virtual void all_reduce_sum_host(double* data, size_t n) = 0;

@@ -106,7 +106,18 @@ GlooCommunicator::GlooCommunicator(const LaunchEnvironment& env, double timeout_
   }
 }
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() {
+  if (!sum_thread_.joinable()) return;
+  {
+    // Sums not yet begun are dropped (this rank is going; its peers see it gone); one under way
+    // ends, or gives up after dist_timeout.
+    std::lock_guard<std::mutex> lock(sums_mutex_);
+    stopping_ = true;
+    sums_waiting_.clear();
+  }
+  sums_changed_.notify_all();
+  sum_thread_.join();
+}
 
 Error GlooCommunicator::lost_peer(const std::string& gloo_message, const char* what) {
   // Gloo names a peer by a socket address; the store knows which ranks are gone. A dead rank's
@@ -158,8 +169,56 @@ void GlooCommunicator::run(const char* what, Options& options, Collective&& coll
 
 void GlooCommunicator::all_reduce_sum_device(float* data, size_t n) {
   if (world_size() == 1 || n == 0) return;
+  finish_sums();
   gloo::AllreduceOptions options = all_reduce_options(context_, data, n, &gloo::sum<float>);
   run("a gradient all-reduce", options, [](auto& o) { gloo::allreduce(o); });
+}
+
+void GlooCommunicator::start_sum_device(float* data, size_t n) {
+  if (world_size() == 1 || n == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(sums_mutex_);
+    sums_waiting_.emplace_back(data, n);
+  }
+  if (!sum_thread_.joinable()) sum_thread_ = std::thread([this] { run_sums(); });
+  sums_changed_.notify_all();
+}
+
+void GlooCommunicator::run_sums() {
+  std::unique_lock<std::mutex> lock(sums_mutex_);
+  for (;;) {
+    sums_changed_.wait(lock, [&] { return stopping_ || !sums_waiting_.empty(); });
+    if (stopping_) return;
+    const auto [data, n] = sums_waiting_.front();
+    sums_waiting_.pop_front();
+    sum_running_ = true;
+    const bool failed_before = sum_error_ != nullptr;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      if (!failed_before) {  // after a failure the rest are not begun: finish_sums() reports it
+        gloo::AllreduceOptions options = all_reduce_options(context_, data, n, &gloo::sum<float>);
+        run("a gradient all-reduce", options, [](auto& o) { gloo::allreduce(o); });
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error && !sum_error_) sum_error_ = error;
+    sum_running_ = false;
+    sums_changed_.notify_all();
+  }
+}
+
+void GlooCommunicator::finish_sums() {
+  if (!sum_thread_.joinable()) return;
+  std::unique_lock<std::mutex> lock(sums_mutex_);
+  sums_changed_.wait(lock, [&] { return sums_waiting_.empty() && !sum_running_; });
+  if (sum_error_) {
+    const std::exception_ptr error = sum_error_;
+    sum_error_ = nullptr;
+    std::rethrow_exception(error);
+  }
 }
 
 void GlooCommunicator::broadcast_device(float* data, size_t n) {
@@ -168,18 +227,21 @@ void GlooCommunicator::broadcast_device(float* data, size_t n) {
 
 void GlooCommunicator::all_reduce_sum_host(double* data, size_t n) {
   if (world_size() == 1 || n == 0) return;
+  finish_sums();
   gloo::AllreduceOptions options = all_reduce_options(context_, data, n, &gloo::sum<double>);
   run("a loss all-reduce", options, [](auto& o) { gloo::allreduce(o); });
 }
 
 void GlooCommunicator::all_reduce_max_host(int64_t* data, size_t n) {
   if (world_size() == 1 || n == 0) return;
+  finish_sums();
   gloo::AllreduceOptions options = all_reduce_options(context_, data, n, &gloo::max<int64_t>);
   run("a max all-reduce", options, [](auto& o) { gloo::allreduce(o); });
 }
 
 void GlooCommunicator::broadcast_host(void* data, size_t bytes) {
   if (world_size() == 1 || bytes == 0) return;
+  finish_sums();
   gloo::BroadcastOptions options(context_);
   options.setOutput(static_cast<uint8_t*>(data), bytes);
   options.setRoot(0);
@@ -191,6 +253,7 @@ void GlooCommunicator::all_gather_host(const void* mine, void* all, size_t bytes
     if (mine != all) std::memmove(all, mine, bytes);
     return;
   }
+  finish_sums();
   gloo::AllgatherOptions options(context_);
   options.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(mine)), bytes);
   options.setOutput(static_cast<uint8_t*>(all), bytes * world_size());
@@ -199,6 +262,7 @@ void GlooCommunicator::all_gather_host(const void* mine, void* all, size_t bytes
 
 void GlooCommunicator::barrier() {
   if (world_size() == 1) return;
+  finish_sums();
   gloo::BarrierOptions options(context_);
   run("a barrier", options, [](auto& o) { gloo::barrier(o); });
 }

@@ -15,8 +15,14 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -39,6 +45,10 @@ class GlooCommunicator final : public Communicator {
   std::string name() const override { return "gloo"; }
   void all_reduce_sum_device(float* data, size_t n) override;
   void broadcast_device(float* data, size_t n) override;
+  // In a thread of the communicator's own, in the order begun: Gloo's sums take a core's time to
+  // add and copy, and wait on the network, while the backward pass goes on.
+  void start_sum_device(float* data, size_t n) override;
+  void finish_sums() override;
   void all_reduce_sum_host(double* data, size_t n) override;
   void all_reduce_max_host(int64_t* data, size_t n) override;
   void broadcast_host(void* data, size_t bytes) override;
@@ -54,10 +64,23 @@ class GlooCommunicator final : public Communicator {
   Error lost_peer(const std::string& gloo_message, const char* what);
   uint32_t next_tag() { return tag_++; }
 
+  // The sums begun by start_sum_device, run one after another by sum_thread_. Every other
+  // collective first waits for them (finish_sums), so Gloo's context is never used by two threads
+  // at once.
+  void run_sums();
+
   std::chrono::milliseconds timeout_;
   std::unique_ptr<TcpStore> store_;  // kept for the job: it knows which ranks are gone
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;
+
+  std::mutex sums_mutex_;
+  std::condition_variable sums_changed_;
+  std::deque<std::pair<float*, size_t>> sums_waiting_;
+  bool sum_running_ = false;
+  bool stopping_ = false;
+  std::exception_ptr sum_error_;  // the first sum that failed; finish_sums() throws it
+  std::thread sum_thread_;        // started by the first start_sum_device
 };
 
 }  // namespace folio

@@ -20,6 +20,11 @@ void check_nccl(ncclResult_t result, const char* what) {
                 " (NCCL_DEBUG=INFO says more)");
 }
 
+void check_cuda_call(cudaError_t result, const char* what) {
+  if (result != cudaSuccess)
+    throw Error(std::string(what) + " failed: " + cudaGetErrorString(result));
+}
+
 // This process's GPU as NCCL tells GPUs apart: its PCI bus id.
 std::string gpu_bus_id() {
   int device = 0;
@@ -45,6 +50,11 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (sum_stream_ != nullptr) {
+    cudaEventDestroy(static_cast<cudaEvent_t>(gradients_ready_));
+    cudaEventDestroy(static_cast<cudaEvent_t>(sums_done_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(sum_stream_));
+  }
   if (comm_ == nullptr) return;
   // After an error a peer may be gone: abort rather than wait for it.
   if (std::uncaught_exceptions() > 0)
@@ -60,6 +70,37 @@ void NcclCommunicator::all_reduce_sum_device(float* data, size_t n) {
   check_nccl(ncclAllReduce(data, data, n, ncclFloat, ncclSum, static_cast<ncclComm_t>(comm_),
                            static_cast<cudaStream_t>(stream_)),
              "all-reduce");
+}
+
+void NcclCommunicator::start_sum_device(float* data, size_t n) {
+  if (n == 0) return;
+  if (sum_stream_ == nullptr) {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ready = nullptr, done = nullptr;
+    check_cuda_call(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda_call(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda_call(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    sum_stream_ = stream;
+    gradients_ready_ = ready;
+    sums_done_ = done;
+  }
+  const auto sum_stream = static_cast<cudaStream_t>(sum_stream_);
+  const auto ready = static_cast<cudaEvent_t>(gradients_ready_);
+  check_cuda_call(cudaEventRecord(ready, static_cast<cudaStream_t>(stream_)), "cudaEventRecord");
+  check_cuda_call(cudaStreamWaitEvent(sum_stream, ready, 0), "cudaStreamWaitEvent");
+  check_nccl(
+      ncclAllReduce(data, data, n, ncclFloat, ncclSum, static_cast<ncclComm_t>(comm_), sum_stream),
+      "all-reduce");
+  sums_pending_ = true;
+}
+
+void NcclCommunicator::finish_sums() {
+  if (!sums_pending_) return;
+  const auto done = static_cast<cudaEvent_t>(sums_done_);
+  check_cuda_call(cudaEventRecord(done, static_cast<cudaStream_t>(sum_stream_)), "cudaEventRecord");
+  check_cuda_call(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), done, 0),
+                  "cudaStreamWaitEvent");
+  sums_pending_ = false;
 }
 
 void NcclCommunicator::broadcast_device(float* data, size_t n) {

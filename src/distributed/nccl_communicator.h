@@ -24,6 +24,11 @@ class NcclCommunicator final : public Communicator {
   std::string name() const override { return "nccl (host values over " + bootstrap_->name() + ")"; }
   void all_reduce_sum_device(float* data, size_t n) override;
   void broadcast_device(float* data, size_t n) override;
+  // On a stream of the communicator's own, each after what the backend's stream has queued so far
+  // (the block's gradients), so that the sums run while the backend's stream computes the blocks
+  // below; finish_sums() makes the backend's stream wait for them.
+  void start_sum_device(float* data, size_t n) override;
+  void finish_sums() override;
   void all_reduce_sum_host(double* data, size_t n) override {
     bootstrap_->all_reduce_sum_host(data, n);
   }
@@ -42,6 +47,12 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Communicator> bootstrap_;
   void* stream_;
   void* comm_ = nullptr;  // ncclComm_t
+  // start_sum_device's stream, and the events that order it after the backend's and back
+  // (cudaStream_t, cudaEvent_t; made by the first start_sum_device)
+  void* sum_stream_ = nullptr;
+  void* gradients_ready_ = nullptr;
+  void* sums_done_ = nullptr;
+  bool sums_pending_ = false;
 };
 
 // Whether every rank of `host` has a GPU of its own (NCCL refuses two ranks on one GPU): compares

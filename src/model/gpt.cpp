@@ -62,6 +62,22 @@ BlockRows block_rows(const ActivationPlan& plan, int layer, size_t first, const 
           block.residual_out + first * C};
 }
 
+// Appends a tensor's stretch of the parameter (or gradient) buffer, (offset, count) in floats, to
+// `stretches`, merged with the last one where they are adjacent.
+void add_stretch(std::vector<std::pair<size_t, size_t>>& stretches, const ParameterTensor& tensor) {
+  if (!stretches.empty() && stretches.back().first + stretches.back().second == tensor.offset)
+    stretches.back().second += tensor.size;
+  else
+    stretches.emplace_back(tensor.offset, tensor.size);
+}
+
+// The block a tensor belongs to ("blocks.3.sa.qkv.weight": 3), or -1 (embeddings, ln_f, lm_head).
+int block_of(const std::string& tensor_name) {
+  const std::string prefix = "blocks.";
+  if (tensor_name.compare(0, prefix.size(), prefix) != 0) return -1;
+  return std::stoi(tensor_name.substr(prefix.size()));
+}
+
 struct ModelRows {
   int32_t *tokens, *targets;
   float *embedded, *branch, *logits, *losses;
@@ -82,6 +98,11 @@ GPT::GPT(Backend& backend, const ModelShape& shape)
       parameters_(backend, layout_.total() * sizeof(float)) {
   weights_ = bind_tensors(layout_, shape_, parameters());
   backend_.fill_zero(parameters(), layout_.total() * sizeof(float));
+  block_gradients_.resize(shape_.n_layer);
+  for (const ParameterTensor& tensor : layout_.tensors()) {
+    const int block = block_of(tensor.name);
+    add_stretch(block >= 0 ? block_gradients_[block] : other_gradients_, tensor);
+  }
   backend_.set_parameter_buffer(parameters(), layout_.total());  // a GPU keeps a bf16 mirror
 }
 
@@ -194,13 +215,8 @@ std::vector<std::pair<size_t, size_t>> GPT::gradients_added_into() const {
     written.insert({g.qkv_weight, g.qkv_bias, g.proj_weight, g.proj_bias, g.fc_weight, g.fc_bias,
                     g.fc2_weight, g.fc2_bias});
   std::vector<std::pair<size_t, size_t>> ranges;
-  for (const ParameterTensor& tensor : layout_.tensors()) {
-    if (written.count(gradients_.as<float>() + tensor.offset)) continue;
-    if (!ranges.empty() && ranges.back().first + ranges.back().second == tensor.offset)
-      ranges.back().second += tensor.size;
-    else
-      ranges.emplace_back(tensor.offset, tensor.size);
-  }
+  for (const ParameterTensor& tensor : layout_.tensors())
+    if (!written.count(gradients_.as<float>() + tensor.offset)) add_stretch(ranges, tensor);
   return ranges;
 }
 
@@ -322,7 +338,7 @@ std::vector<float> GPT::mean_losses(const float* slots, size_t count) const {
   return means;
 }
 
-void GPT::backward(float dloss, GradientUpdate update) {
+void GPT::backward(float dloss, GradientUpdate update, const GradientsDone& done) {
   ActivationPlan& act = activations_;
   if (!act.with_gradients) throw Error("internal: plan(B, T, true) before training");
   if (!last_had_targets_) throw Error("internal: backward() needs a forward() with targets");
@@ -427,6 +443,9 @@ void GPT::backward(float dloss, GradientUpdate update) {
                              BT, C, 3 * A, update);
     // ln1, fused with the previous block's feed-forward add
     norm_backward(l - 1, post_norm ? act.d_residual_mid : nullptr);
+    // the block's gradients are all written (its ln1's last)
+    if (done)
+      for (const auto& [offset, count] : block_gradients_[l]) done(offset, count);
   }
   // through the embedding dropout, in place; then
   // x = token_embedding_table(idx) + position_embedding_table(arange(T))
@@ -435,6 +454,8 @@ void GPT::backward(float dloss, GradientUpdate update) {
     backend_.dropout_add_backward(act.d_residual, act.d_residual, B, per_sample, embedding_dropout);
   backend_.embedding_backward(grads_.token_embedding, grads_.position_embedding, act.d_residual,
                               act.tokens, B, T, C);
+  if (done)
+    for (const auto& [offset, count] : other_gradients_) done(offset, count);
 }
 
 void GPT::check_logits_readable() const {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -99,7 +100,13 @@ class GPT {
   // The gradient of (dloss * sum of the per-position losses) of the last forward, added to
   // gradients() (kAdd) or replacing what they held (kWrite: a step's first micro-batch, with no
   // zero_gradients() before it); dloss = 1 / (B T) gives the gradient of the mean loss.
-  void backward(float dloss, GradientUpdate update);
+  // `done(offset, count)`, where given, hears of each stretch of gradients() (in floats) as soon
+  // as this pass has written it for the last time: a block's tensors when the pass leaves the
+  // block (the last to come, its ln1, is computed with the block below's feed-forward), from the
+  // last block to the first, then the rest (embeddings, ln_f, lm_head); each tensor once. Data
+  // parallelism starts summing each over the ranks then (TrainingStep), as DDP's buckets do.
+  using GradientsDone = std::function<void(size_t offset, size_t count)>;
+  void backward(float dloss, GradientUpdate update, const GradientsDone& done = nullptr);
   // Logits of row t of sample b of the last forward (host copy), the V of the vocabulary. Only
   // before backward(), whose first op replaces the logits with their gradient (in place).
   std::vector<float> logits_row(int b, int t) const;
@@ -133,6 +140,9 @@ class GPT {
   // The stretches of gradients() that backward() adds into even when it writes the gradients
   // (LayerNorms, embeddings): (offset, count) in floats, zeroed by backward(.., kWrite).
   mutable std::vector<std::pair<size_t, size_t>> added_gradients_;
+  // backward()'s `done` stretches: block l's tensors (adjacent ones merged), and the rest.
+  std::vector<std::vector<std::pair<size_t, size_t>>> block_gradients_;
+  std::vector<std::pair<size_t, size_t>> other_gradients_;
   ActivationPlan activations_;
   // The shape and dropout of the last forward, which backward() differentiates.
   int last_B_ = 0, last_T_ = 0;

@@ -1,11 +1,26 @@
 #include "train/training_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
 namespace folio {
+
+namespace {
+
+// The least a gradient sum begun during the backward pass holds (floats): stretches reported done
+// merge while adjacent (block l - 1's matrices lie just before block l's, its vectors likewise)
+// until they reach it, as DDP's buckets gather gradients up to bucket_cap_mb. Each sum costs a
+// collective's latency and, with Gloo, a handover to its thread: a small model's blocks go in a
+// few sums instead of two each (measured: `baby` on 2 ranks of a 2-core EPYC took 60 ms a step
+// with two sums a block against 45 with one sum after the pass).
+constexpr size_t kBucketFloats = size_t(1) << 20;  // 4 MiB
+
+}  // namespace
 
 TrainingStep::TrainingStep(GPT& model, const Config& config, Communicator& communicator)
     : model_(model),
@@ -33,6 +48,25 @@ void TrainingStep::draw_batches(uint32_t step, const BatchFiller& fill) {
 
 double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
   const int B = config_.batch_size, T = config_.block_size;
+  // Several ranks: the last micro-batch's backward pass starts each block's sum over the ranks as
+  // it leaves the block, and the blocks below compute while it travels (DDP's buckets).
+  const bool overlap = split_.world > 1 && config_.overlap_gradient_sums;
+  float* gradients = model_.gradients();
+  std::vector<std::pair<size_t, size_t>> waiting;  // done, not yet begun: (offset, count)
+  const GPT::GradientsDone start_sum = [&](size_t offset, size_t count) {
+    auto bucket = std::find_if(waiting.begin(), waiting.end(), [&](const auto& stretch) {
+      return stretch.first == offset + count || stretch.first + stretch.second == offset;
+    });
+    if (bucket == waiting.end()) {
+      bucket = waiting.emplace(waiting.end(), offset, count);
+    } else {
+      bucket->first = std::min(bucket->first, offset);
+      bucket->second += count;
+    }
+    if (bucket->second < kBucketFloats) return;
+    communicator_.start_sum_device(gradients + bucket->first, bucket->second);
+    waiting.erase(bucket);
+  };
   double loss = 0.0;
   for (int micro = 0; micro < split_.grad_accum; ++micro) {
     const Batch& batch = micro_batches_[micro];
@@ -42,12 +76,20 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
     // Each position's loss weighs 1 / (all positions of the global batch): summing the ranks'
     // gradients then gives the gradient of the global mean loss.
     // The first micro-batch writes the gradients (no pass zeroing them first), the rest add.
+    const bool last = micro + 1 == split_.grad_accum;
     model_.backward(1.0f / (static_cast<float>(split_.global_windows()) * T),
-                    micro == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
+                    micro == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd,
+                    overlap && last ? start_sum : nullptr);
     if (measure_loss) loss += model_.mean_loss();
   }
   if (!recording_) issued_plan_ = model_.plans_made();
-  sum_gradients_over_ranks();
+  if (overlap) {
+    for (const auto& [offset, count] : waiting)
+      communicator_.start_sum_device(gradients + offset, count);
+    communicator_.finish_sums();
+  } else {
+    sum_gradients_over_ranks();
+  }
   // Clipping reads the gradients' norm; it is summed once here, and first_non_finite reuses it.
   norm_summed_ = false;
   if (config_.grad_clip > 0) sum_squared_norm();

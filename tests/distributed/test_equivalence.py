@@ -5,7 +5,10 @@ at every step and the same eval losses:
   - one process, batch_size 2B;
   - mpirun -np 2 (Open MPI), batch_size B;
   - one process, batch_size B, grad_accum 2;
-  - `folio train --nproc 2` (Gloo), batch_size B.
+  - `folio train --nproc 2` (Gloo), batch_size B;
+  - the same with --overlap_gradient_sums=false (one sum of the whole gradient after the backward
+    pass instead of each block's while it goes on): with two ranks each sum is a + b whichever
+    buffer it is in, so these two must agree to the bit, at every step.
 Within fp32 reduction tolerance: the gradient sums are added in a different order, and 50 Adam
 steps carry that rounding forward (1e-4 relative is far above what was seen, far below any real
 difference: a wrong window or dropout mask changes the loss in the second decimal).
@@ -38,6 +41,8 @@ def main(folio, data, work):
             "one process, batch B, grad_accum 2": [folio] + common + [f"--batch_size={B}",
                                                                        "--grad_accum=2"],
             "--nproc 2 (Gloo), batch B": [folio] + common + [f"--batch_size={B}", "--nproc", "2"],
+            "--nproc 2, sums after the pass": [folio] + common + [
+                f"--batch_size={B}", "--nproc", "2", "--overlap_gradient_sums=false"],
         }
         results = {}
         for name, command in runs.items():
@@ -57,6 +62,9 @@ def main(folio, data, work):
                   f"eval {worst_eval:.2e}")
             if not (worst_train < TOLERANCE and worst_eval < TOLERANCE):
                 failures.append(f"{sampling}, {name}: differs by {max(worst_train, worst_eval):.2e}")
+        overlapped = results["--nproc 2 (Gloo), batch B"]
+        if overlapped != results["--nproc 2, sums after the pass"]:
+            failures.append(f"{sampling}: the sums during the backward pass and after it differ")
         reference_by_mode[sampling] = reference_train
     # The two modes really draw different windows.
     if largest_relative_difference(reference_by_mode["epoch"], reference_by_mode["random"]) < 1e-3:

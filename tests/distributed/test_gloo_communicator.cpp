@@ -176,6 +176,49 @@ TEST(GlooCommunicator, EveryCollectiveOnThreeRanks) {
   for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(failures[rank], "") << "rank " << rank;
 }
 
+// Sums begun while the rank goes on computing (start_sum_device, as the backward pass starts one
+// for each block's gradients), run by the communicator's own thread in the order begun: four
+// buffers on three ranks, the rank busy writing other memory in between; after finish_sums()
+// each holds its sum, the same bits on every rank. A host collective right after a begun sum
+// waits for it first (Gloo's context serves one thread at a time).
+TEST(GlooCommunicator, SumsBegunWhileTheRankComputes) {
+  constexpr int kRanks = 3;
+  const int port = free_port();
+  std::vector<std::vector<std::vector<float>>> results(kRanks);
+  const std::vector<std::string> failures = on_ranks(kRanks, [&](int rank) {
+    GlooCommunicator gloo(environment(rank, kRanks, port), 30);
+    const std::vector<size_t> sizes = {5, 1000003, 262144, 3};
+    std::vector<std::vector<float>> buffers;
+    for (size_t b = 0; b < sizes.size(); ++b) buffers.emplace_back(sizes[b]);
+    std::vector<float> busy(1 << 20);
+    for (size_t b = 0; b < sizes.size(); ++b) {
+      for (size_t i = 0; i < sizes[b]; ++i)
+        buffers[b][i] = gradient_value(i, rank, static_cast<int>(b) + 10);
+      gloo.start_sum_device(buffers[b].data(), sizes[b]);
+      for (size_t i = 0; i < busy.size(); ++i) busy[i] += static_cast<float>(i % 7);  // computing
+    }
+    gloo.finish_sums();
+    for (size_t b = 0; b < sizes.size(); ++b)
+      for (size_t i = 0; i < sizes[b]; i += 4999) {
+        float expected = 0.0f;
+        for (int r = 0; r < kRanks; ++r) expected += gradient_value(i, r, static_cast<int>(b) + 10);
+        ASSERT_EQ(buffers[b][i], expected) << "buffer " << b << " element " << i;
+      }
+    results[rank] = buffers;
+    std::vector<float> more(1000, static_cast<float>(rank));
+    gloo.start_sum_device(more.data(), more.size());
+    double loss = 1.0;
+    gloo.all_reduce_sum_host(&loss, 1);  // waits for the sum begun before it
+    EXPECT_EQ(loss, 3.0);
+    EXPECT_EQ(more[999], 3.0f);
+    gloo.start_sum_device(more.data(), more.size());
+    gloo.finish_sums();
+    EXPECT_EQ(more[0], 9.0f);
+  });
+  for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(failures[rank], "") << "rank " << rank;
+  for (int rank = 1; rank < kRanks; ++rank) EXPECT_EQ(results[rank], results[0]) << "rank " << rank;
+}
+
 TEST(TcpStore, SetGetJoinAndRanksGone) {
   const int port = free_port();
   const auto timeout = std::chrono::milliseconds(5000);

@@ -53,6 +53,31 @@ TEST_F(NcclCommunicatorTest, DeviceAndHostCollectivesOnOneRank) {
     }
   }
 
+  // Sums begun while the backend's stream goes on (a block's gradients each, as training starts
+  // them), on the communicator's own stream: each after what the backend's stream had queued when
+  // it began (here the buffer's fill), and finish_sums() orders the backend's later work after
+  // them (here a fill of the guard element, then the read).
+  {
+    std::vector<std::vector<float>> sent;
+    std::vector<DeviceBuffer> buffers;
+    for (size_t n : {size_t{3}, size_t{1536 * 384}, size_t{4000000}}) {
+      sent.push_back(call_values(n, ++call));
+      buffers.push_back(DeviceBuffer(*backend, (n + 1) * sizeof(float)));
+      backend->fill_zero(buffers.back().get(), (n + 1) * sizeof(float));
+      backend->copy_to_device(buffers.back().get(), sent.back().data(), (n + 1) * sizeof(float));
+      nccl.start_sum_device(buffers.back().as<float>(), n);
+    }
+    nccl.finish_sums();
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const size_t n = sent[b].size() - 1;
+      backend->fill_zero(buffers[b].as<float>() + n, sizeof(float));  // after the sum
+      sent[b][n] = 0.0f;
+      backend->synchronize();
+      EXPECT_EQ(to_host(*backend, buffers[b], n + 1), sent[b]) << "sum begun of " << n;
+    }
+    nccl.finish_sums();  // with none pending: nothing
+  }
+
   double sums[3] = {1.25, -7.5e10, 3.0 + call};
   nccl.all_reduce_sum_host(sums, 3);
   EXPECT_EQ(sums[0], 1.25);
