@@ -353,9 +353,11 @@ const std::vector<ConfigKey>& config_keys() {
        .help = "seconds a rank waits for the others in a collective before stopping with an error",
        .min = 1,
        .max = 1e6},
+      // recipe: every rank must agree (the sums are collectives, begun in the same order on each),
+      // and with more than two ranks the buckets change the sums' rounding, so a resume keeps it
       {.name = "overlap_gradient_sums",
        .group = "run",
-       .scope = ConfigScope::kHost,
+       .scope = ConfigScope::kRecipe,
        .member = &Config::overlap_gradient_sums,
        .help = "several ranks: start summing each block's gradients over the ranks as soon as the "
                "backward pass has left the block, while the blocks below compute (DDP's "
