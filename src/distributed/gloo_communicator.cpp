@@ -167,11 +167,15 @@ void GlooCommunicator::run(const char* what, Options& options, Collective&& coll
   }
 }
 
+void GlooCommunicator::sum_gradients(float* data, size_t n) {
+  gloo::AllreduceOptions options = all_reduce_options(context_, data, n, &gloo::sum<float>);
+  run("a gradient all-reduce", options, [](auto& o) { gloo::allreduce(o); });
+}
+
 void GlooCommunicator::all_reduce_sum_device(float* data, size_t n) {
   if (world_size() == 1 || n == 0) return;
   finish_sums();
-  gloo::AllreduceOptions options = all_reduce_options(context_, data, n, &gloo::sum<float>);
-  run("a gradient all-reduce", options, [](auto& o) { gloo::allreduce(o); });
+  sum_gradients(data, n);
 }
 
 void GlooCommunicator::start_sum_device(float* data, size_t n) {
@@ -196,10 +200,8 @@ void GlooCommunicator::run_sums() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      if (!failed_before) {  // after a failure the rest are not begun: finish_sums() reports it
-        gloo::AllreduceOptions options = all_reduce_options(context_, data, n, &gloo::sum<float>);
-        run("a gradient all-reduce", options, [](auto& o) { gloo::allreduce(o); });
-      }
+      // after a failure the rest are not begun: finish_sums() reports it
+      if (!failed_before) sum_gradients(data, n);
     } catch (...) {
       error = std::current_exception();
     }

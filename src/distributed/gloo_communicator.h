@@ -64,6 +64,8 @@ class GlooCommunicator final : public Communicator {
   Error lost_peer(const std::string& gloo_message, const char* what);
   uint32_t next_tag() { return tag_++; }
 
+  // data[i] = sum over ranks of data[i], now (all_reduce_sum_device, and sum_thread_'s sums).
+  void sum_gradients(float* data, size_t n);
   // The sums begun by start_sum_device, run one after another by sum_thread_. Every other
   // collective first waits for them (finish_sums), so Gloo's context is never used by two threads
   // at once.

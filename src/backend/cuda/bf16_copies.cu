@@ -69,25 +69,31 @@ void CudaBackend::wrote(const void* pointer, size_t bytes) {
     mirror_.stale = true;
 }
 
-cuda::bf16* CudaBackend::bf16_output(const float* out, size_t n) {
+CudaBackend::Bf16Copy* CudaBackend::copy_to_write(const float* out, size_t n) {
   wrote(out, n * sizeof(float));
   if (!bf16_ || !options_.fused_kernels) return nullptr;
   for (Bf16Copy& copy : bf16_copies_)
     if (copy.source == out && copy.capacity() >= n) {
-      copy.valid = n;  // the caller's kernel writes it alongside the fp32 values
+      copy.valid = n;  // the caller's kernel writes it
       copy.fp32_written = true;
-      return copy.memory.as<cuda::bf16>();
+      return &copy;
     }
   return nullptr;
 }
 
+cuda::bf16* CudaBackend::bf16_output(const float* out, size_t n) {
+  Bf16Copy* copy = copy_to_write(out, n);
+  return copy ? copy->memory.as<cuda::bf16>() : nullptr;
+}
+
 cuda::bf16* CudaBackend::bf16_output(float*& out, size_t n, ReadBy read_by) {
-  cuda::bf16* copy = bf16_output(out, n);
-  if (copy == nullptr || read_by != ReadBy::kNextProduct || !copies_alone_) return copy;
-  for (Bf16Copy& kept : bf16_copies_)
-    if (kept.memory.as<cuda::bf16>() == copy) kept.fp32_written = false;
-  out = nullptr;  // the caller's kernel writes the copy alone
-  return copy;
+  Bf16Copy* copy = copy_to_write(out, n);
+  if (copy == nullptr) return nullptr;
+  if (read_by == ReadBy::kNextProduct && copies_alone_) {
+    copy->fp32_written = false;
+    out = nullptr;  // the caller's kernel writes the copy alone
+  }
+  return copy->memory.as<cuda::bf16>();
 }
 
 bool CudaBackend::keeps_as_bf16(ProductOperand tensor, int /*head_size*/) const {

@@ -218,6 +218,9 @@ class CudaBackend final : public Backend {
 
   // Every op reports what it writes: bf16 copies of what was there go out of date.
   void wrote(const void* pointer, size_t bytes);
+  // The kept copy of `out` that an op about to write all n floats there writes too (marked
+  // valid, fp32 written), or null.
+  Bf16Copy* copy_to_write(const float* out, size_t n);
   // An op about to write all n floats at `out`: where it should also write them in bf16 (the
   // copy a matrix product will read), or null when nothing reads them that way.
   cuda::bf16* bf16_output(const float* out, size_t n);
