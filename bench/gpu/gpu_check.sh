@@ -23,14 +23,17 @@
 #                                     attention kernels both wmma and both in registers with
 #                                     direct loads (FOLIO_ATTENTION_FORWARD and _BACKWARD; the
 #                                     default stages the loads), with ReLU's output kept in fp32
-#                                     (FOLIO_CUDA_RELU_OUTPUT; the default keeps bf16), and its
+#                                     (FOLIO_CUDA_RELU_OUTPUT; the default keeps bf16), with the
+#                                     gradients products alone read written in fp32 too
+#                                     (FOLIO_CUDA_GRADIENT_COPIES=both), with the attention's
+#                                     fragments by ldmatrix (FOLIO_ATTENTION_FRAGMENTS), and its
 #                                     per-op profile by default and with direct loads; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
 #                                     kernel's time per step by ncu (bench/gpu/ncu_kernel_table.py),
 #                                     racecheck on the register attention and partial sums, and
 #                                     ncu's stall reasons for the register attention kernels, their
-#                                     loads direct and staged (the default).
+#                                     fragments by words (the default) and by ldmatrix.
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
 #                                     ones included); kill -9 and resume on the GPU, bit-identical;
@@ -130,7 +133,7 @@ finish() {
     [ -f "$direct" ] && { echo; echo "attention registers:"; sed -n '/^| op /,$p' "$direct"; }
     [ -f "$logs/folio_bench_gpt2_profile.log" ] &&
       { echo; echo "gpt2:"; sed -n '/^| op /,$p' "$logs/folio_bench_gpt2_profile.log"; }
-    for variant in registers staged; do
+    for variant in staged ldmatrix; do
       [ -f "$logs/ncu_kernels_$variant.md" ] &&
         { echo; echo "ncu, attention kernels $variant:"; cat "$logs/ncu_kernels_$variant.md"; }
     done
@@ -211,6 +214,9 @@ folio="$build/folio"
 # registers with the loads staged by cp.async, both sides (cuda_backend.cu)
 registers_attention=(env FOLIO_ATTENTION_FORWARD=registers FOLIO_ATTENTION_BACKWARD=registers)
 wmma_attention=(env FOLIO_ATTENTION_FORWARD=wmma FOLIO_ATTENTION_BACKWARD=wmma)
+ldmatrix_fragments=(env FOLIO_ATTENTION_FRAGMENTS=ldmatrix)
+# FOLIO_ATTENTION_FRAGMENTS for an ncu variant: "staged" (the default kernels) reads by words
+fragments_of() { [ "$1" = ldmatrix ] && echo ldmatrix || echo words; }
 gpu_tests="$build/tests/gpu/folio_gpu_tests"
 
 {
@@ -273,6 +279,10 @@ case "$mode" in
     # copy, as before 2026-11-28 (FOLIO_CUDA_GRADIENT_COPIES; the default writes the copy alone)
     step "folio bench, gradient copies both" 30 env FOLIO_CUDA_GRADIENT_COPIES=both "$folio" \
       bench --config shakespeare_char --device cuda --steps 50 --warmup 5
+    # the register attention kernels reading their fragments by ldmatrix (FOLIO_ATTENTION_FRAGMENTS;
+    # the default reads them by words; the same registers, so the same results)
+    step "folio bench, fragments by ldmatrix" 30 "${ldmatrix_fragments[@]}" "$folio" bench \
+      --config shakespeare_char --device cuda --steps 50 --warmup 5
     step "folio bench profile, attention registers" 30 "${registers_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
@@ -288,12 +298,13 @@ case "$mode" in
     compare_with_peer "shakespeare_char (targets: >= 3x, <= 4 ms/step)" "folio bench" \
       "torch peer" "torch peer graphs"
     # Each kernel's time per step, by ncu (the GPU's own timer per kernel, no hardware counters),
-    # for the default attention kernels (staged) and the direct ones: last, as the budget allows.
+    # for the default attention kernels (staged, fragments by words) and with their fragments by
+    # ldmatrix: last, as the budget allows.
     if [ -n "$ncu" ]; then
-      for variant in registers staged; do
+      for variant in staged ldmatrix; do
         # one warm-up step and one timed: ncu serialises and times every kernel (about 330 a step)
-        step "ncu kernels $variant" 120 env FOLIO_ATTENTION_FORWARD=$variant \
-          FOLIO_ATTENTION_BACKWARD=$variant "$ncu" --clock-control none \
+        step "ncu kernels $variant" 120 env FOLIO_ATTENTION_FRAGMENTS=$(fragments_of $variant) \
+          "$ncu" --clock-control none \
           --print-kernel-base function --csv --metrics gpu__time_duration.sum "$folio" bench \
           --config shakespeare_char --device cuda --steps 1 --warmup 1 --graph=false
         [ -f "$logs/ncu_kernels_$variant.log" ] && "$python" bench/gpu/ncu_kernel_table.py \
@@ -308,17 +319,18 @@ case "$mode" in
     # FlashAttentionInRegistersWithStagedLoads), and the partial sums' shared-memory adds
     if [ -n "$sanitizer" ]; then
       step "sanitize racecheck newest kernels" 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
-        "$gpu_tests" --gtest_filter='CudaOps.FlashAttention*InRegisters*:CudaOps.PartialSums*'
+        "$gpu_tests" \
+        --gtest_filter='CudaOps.FlashAttention*InRegisters*:CudaOps.FlashAttentionFragmentsByLdmatrix:CudaOps.PartialSums*'
     fi
-    # Why the register attention kernels take the time they do (2026-11-27: 2.4 of
-    # shakespeare_char's 7.6 ms, 2-3 warps a scheduler, a third of the stalls on global loads),
-    # their loads direct and staged: ncu's stall reasons, issue slots and occupancy for the timed
-    # step's last forward and the backward's first two kernels (matching launches 24-26: the
-    # warm-up step and the timed step's first five forwards are skipped).
+    # Why the register attention kernels take the time they do (2026-11-28: 2.3 of
+    # shakespeare_char's 7.2 ms, 2-3 warps a scheduler, none eligible in 65-74% of cycles), their
+    # fragments by words and by ldmatrix: ncu's stall reasons, issue slots and occupancy for the
+    # timed step's last forward and the backward's first two kernels (matching launches 24-26:
+    # the warm-up step and the timed step's first five forwards are skipped).
     if [ -n "$ncu" ]; then
-      for variant in registers staged; do
-        step "ncu attention stalls $variant" 60 env FOLIO_ATTENTION_FORWARD=$variant \
-          FOLIO_ATTENTION_BACKWARD=$variant "$ncu" --clock-control none \
+      for variant in staged ldmatrix; do
+        step "ncu attention stalls $variant" 60 env FOLIO_ATTENTION_FRAGMENTS=$(fragments_of $variant) \
+          "$ncu" --clock-control none \
           --kernel-name regex:'flash_(forward|backward_keys|backward_queries)_registers' \
           --launch-skip 23 --launch-count 3 --section SpeedOfLight --section WarpStateStats \
           --section SchedulerStats --section Occupancy --section LaunchStats "$folio" bench \
@@ -392,6 +404,10 @@ case "$mode" in
     step "folio bench gpt2, gradient copies both" 60 env FOLIO_CUDA_GRADIENT_COPIES=both \
       "$folio" bench --config gpt2 --device cuda \
       --vocab_size 50257 --batch_size=16 --block_size=1024 --grad_accum=1 --steps 20 --warmup 3
+    # the register attention's fragments by ldmatrix (at T = 1024 attention is a larger share)
+    step "folio bench gpt2, fragments by ldmatrix" 60 "${ldmatrix_fragments[@]}" "$folio" bench \
+      --config gpt2 --device cuda --vocab_size 50257 --batch_size=16 --block_size=1024 \
+      --grad_accum=1 --steps 20 --warmup 3
     # where GPT-2's step goes op by op (each op waited for): 0.69x PyTorch on 2026-11-28, with no
     # profile of it yet
     step "folio bench gpt2 profile" 60 "$folio" bench --config gpt2 --device cuda \

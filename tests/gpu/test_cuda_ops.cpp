@@ -356,8 +356,13 @@ struct AttentionCase {
   float p;
 };
 
-void check_attention(Backend& backend, const AttentionCase& c, double tolerance,
-                     double gradient_tolerance) {
+// What a backend's attention wrote: the output and the gradient of qkv.
+struct AttentionResults {
+  Floats out, dqkv;
+};
+
+AttentionResults check_attention(Backend& backend, const AttentionCase& c, double tolerance,
+                                 double gradient_tolerance) {
   SCOPED_TRACE(::testing::Message()
                << "B " << c.B << " T " << c.T << " H " << c.H << " hs " << c.hs << " p " << c.p);
   const int A = c.H * c.hs;
@@ -374,7 +379,9 @@ void check_attention(Backend& backend, const AttentionCase& c, double tolerance,
   Doubles out(size_t(c.B) * c.T * A), probs(size_t(c.B) * c.H * c.T * c.T);
   reference::attention_forward(out.data(), probs.data(), widened(qkv).data(), c.B, c.T, c.H, c.hs,
                                0, dropout);
-  EXPECT_LT(relative_error(to_host(backend, d_out, out.size()), out), tolerance);
+  AttentionResults results;
+  results.out = to_host(backend, d_out, out.size());
+  EXPECT_LT(relative_error(results.out, out), tolerance);
 
   auto d_dqkv = to_device(backend, Floats(qkv.size(), NAN));
   backend.attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
@@ -382,7 +389,9 @@ void check_attention(Backend& backend, const AttentionCase& c, double tolerance,
   Doubles dqkv(qkv.size());
   reference::attention_backward(dqkv.data(), widened(dout).data(), widened(qkv).data(),
                                 probs.data(), c.B, c.T, c.H, c.hs, dropout);
-  EXPECT_LT(relative_error(to_host(backend, d_dqkv, dqkv.size()), dqkv), gradient_tolerance);
+  results.dqkv = to_host(backend, d_dqkv, dqkv.size());
+  EXPECT_LT(relative_error(results.dqkv, dqkv), gradient_tolerance);
+  return results;
 }
 
 // FOLIO_GEMM_FALLBACK=1 makes every product take the paths used when cuBLASLt has no algorithm:
@@ -540,6 +549,43 @@ TEST_F(CudaOps, FlashAttentionInRegistersWithStagedLoads) {
   check_attention(*backward_only, {2, 70, 2, 64, 0.2f}, kBf16Attention, kBf16AttentionGradient);
   EXPECT_EQ(launches(*backward_only).staged_forward, 0);
   EXPECT_EQ(launches(*backward_only).staged_backward, 1);
+}
+
+bool same_bits(const Floats& a, const Floats& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// FOLIO_ATTENTION_FRAGMENTS=ldmatrix: the register kernels, with direct and with staged loads,
+// read their products' fragments by ldmatrix. The registers hold what the word loads put there
+// (attention_registers.cu proves the lanes' addresses at compile time; this checks that the
+// instruction does what that proof assumes), so every output is the same bits as the word
+// loads', and as close to the reference.
+TEST_F(CudaOps, FlashAttentionFragmentsByLdmatrix) {
+  const AttentionCase compared[] = {{2, 256, 6, 64, 0.2f}, {2, 200, 3, 16, 0.2f},
+                                    {2, 200, 3, 32, 0.0f}, {1, 130, 2, 128, 0.2f},
+                                    {2, 70, 2, 64, 0.2f},  {1, 7, 2, 64, 0.0f}};
+  for (const char* loads : {"registers", "staged"}) {
+    SCOPED_TRACE(loads);
+    auto words = backend_with_attention_kernels(loads, loads);
+    ::setenv("FOLIO_ATTENTION_FRAGMENTS", "ldmatrix", 1);
+    auto ldmatrix = backend_with_attention_kernels(loads, loads);
+    ::unsetenv("FOLIO_ATTENTION_FRAGMENTS");
+    const int cases = check_tensor_core_cases(*ldmatrix);
+    EXPECT_EQ(launches(*ldmatrix).ldmatrix_forward, cases);
+    EXPECT_EQ(launches(*ldmatrix).ldmatrix_backward, cases - 2);  // 128: the WMMA backward
+    check_rows_after_q_start(*ldmatrix);
+    for (const AttentionCase& c : compared) {
+      SCOPED_TRACE(::testing::Message() << "T " << c.T << " hs " << c.hs << " p " << c.p);
+      const AttentionResults by_words =
+          check_attention(*words, c, kBf16Attention, kBf16AttentionGradient);
+      const AttentionResults by_ldmatrix =
+          check_attention(*ldmatrix, c, kBf16Attention, kBf16AttentionGradient);
+      EXPECT_TRUE(same_bits(by_ldmatrix.out, by_words.out));
+      EXPECT_TRUE(same_bits(by_ldmatrix.dqkv, by_words.dqkv));
+    }
+    EXPECT_EQ(launches(*words).ldmatrix_forward + launches(*words).ldmatrix_backward, 0);
+    EXPECT_EQ(launches(*words).register_forward, int(std::size(compared)));
+  }
 }
 
 TEST_F(CudaOps, HeadSizesTheTensorCoresTakeNotRunInFp32) {

@@ -376,11 +376,13 @@ void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, 
   args.dropout = {dropout, live_dropout_step()};
   if (uses_tensor_core_attention(hs)) {
     if (forward_kernels_ != AttentionKernels::kWmma) {
-      const bool staged =
-          forward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs);
-      cuda::flash_attention_forward_registers(args, stream_, staged);
+      const cuda::RegisterKernelOptions options{
+          forward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs),
+          ldmatrix_fragments_};
+      cuda::flash_attention_forward_registers(args, stream_, options);
       ++attention_launches_.register_forward;
-      attention_launches_.staged_forward += staged;
+      attention_launches_.staged_forward += options.staged;
+      attention_launches_.ldmatrix_forward += options.ldmatrix;
     } else {
       cuda::flash_attention_forward_bf16(args, stream_);
     }
@@ -419,11 +421,13 @@ void CudaBackend::attention_backward(float* dqkv, const float* dout, const float
   if (uses_tensor_core_attention(hs)) {
     if (backward_kernels_ != AttentionKernels::kWmma &&
         cuda::register_attention_backward_supports(hs)) {
-      const bool staged =
-          backward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs);
-      cuda::flash_attention_backward_registers(args, stream_, staged);
+      const cuda::RegisterKernelOptions options{
+          backward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs),
+          ldmatrix_fragments_};
+      cuda::flash_attention_backward_registers(args, stream_, options);
       ++attention_launches_.register_backward;
-      attention_launches_.staged_backward += staged;
+      attention_launches_.staged_backward += options.staged;
+      attention_launches_.ldmatrix_backward += options.ldmatrix;
     } else {
       cuda::flash_attention_backward_bf16(args, stream_);
     }

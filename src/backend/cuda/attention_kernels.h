@@ -80,15 +80,21 @@ bool tensor_core_attention_supports(int head_size);
 void flash_attention_forward_bf16(const AttentionForwardArgs& args, cudaStream_t stream);
 // The same with the scores in registers (attention_registers.cu: mma.sync, FlashAttention-2's
 // arrangement), the default (cuda_backend.cu says why); the backward takes head sizes up to 64.
-// `staged`: the next step's rows copied into shared memory by cp.async while the block computes
-// (attention_tiles.cuh), for head sizes up to 64 (staged_attention_supports; larger heads load
-// as without).
+struct RegisterKernelOptions {
+  // the next step's rows copied into shared memory by cp.async while the block computes
+  // (attention_tiles.cuh), for head sizes up to 64 (staged_attention_supports; larger heads load
+  // as without)
+  bool staged = false;
+  // the products' fragments read from shared memory by ldmatrix, a warp's four 8 x 8 matrices
+  // an instruction, instead of each thread's own 32- and 16-bit loads (the same registers)
+  bool ldmatrix = false;
+};
 void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream,
-                                       bool staged);
+                                       const RegisterKernelOptions& options);
 bool register_attention_backward_supports(int head_size);
 bool staged_attention_supports(int head_size);
 void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream,
-                                        bool staged);
+                                        const RegisterKernelOptions& options);
 void flash_attention_backward_bf16(const AttentionBackwardArgs& args, cudaStream_t stream);
 
 }  // namespace folio::cuda

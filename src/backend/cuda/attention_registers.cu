@@ -127,6 +127,15 @@ __device__ __forceinline__ int lane_pair() {
   return threadIdx.x % 4;
 }
 
+// Each fragment can be read from shared memory two ways (FOLIO_ATTENTION_FRAGMENTS):
+// - words (the default): each thread reads its own pairs, 32 bits at a time where a pair lies in
+//   a row, 16 at a time (two loads and a merge) where it lies in a column (v in p v);
+// - ldmatrix: `ldmatrix.m8n8` reads four 8 x 8 bf16 matrices for the whole warp at once, each
+//   lane giving one matrix row's address and getting its pairs in exactly the fragment layouts
+//   above (`.trans`: of the transposed matrix, so column pairs cost one instruction too). One
+//   instruction for what took 4 (rows) or 12 (columns), and two B fragments at a time.
+// The registers hold the same bits either way, so the kernels' results are the same bits.
+
 // The A fragment of rows row.. row + 15, columns column.. column + 15 of a row-major tile.
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16* tile, int ld, int row,
                                        int column) {
@@ -150,6 +159,133 @@ __device__ __forceinline__ void load_b(uint32_t (&b)[2], const bf16* tile, int l
   b[0] = column_pair(p, ld);
   b[1] = column_pair(p + 8 * ld, ld);
 }
+
+// ldmatrix.m8n8.x4 (PTX ISA): lane 8 m + r gives the address of row r of matrix m (16 bytes,
+// 16-byte aligned: tile strides and the columns below are multiples of 8 bf16); register m of
+// lane L gets that matrix's row L / 4, columns 2 (L % 4) and 2 (L % 4) + 1, the lower in the lower
+// half; with .trans, rows 2 (L % 4) and 2 (L % 4) + 1 of its column L / 4. The row each lane
+// addresses, as an offset in the tile, for each use (LdmatrixRows), then the instructions.
+struct LdmatrixRows {
+  // load_a's fragment: matrices (rows 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+  __host__ __device__ static constexpr int a(int lane, int ld, int row, int column) {
+    return (row + lane % 8 + 8 * (lane / 8 % 2)) * ld + column + 8 * (lane / 16);
+  }
+  // load_b_transposed's fragments of k.. k + 15 and k + 16.. k + 31: tile rows n.. n + 7, columns
+  // k + 8 m.. k + 8 m + 7.
+  __host__ __device__ static constexpr int b_transposed_pair(int lane, int ld, int k, int n) {
+    return (n + lane % 8) * ld + k + 8 * (lane / 8);
+  }
+  // load_b's fragments of columns n.. n + 7 and n + 8.. n + 15 (.trans): tile rows k.. k + 7 and
+  // k + 8.. k + 15 of each.
+  __host__ __device__ static constexpr int b_pair(int lane, int ld, int k, int n) {
+    return (k + lane % 8 + 8 * (lane / 8 % 2)) * ld + n + 8 * (lane / 16);
+  }
+};
+
+// What ldmatrix puts in lane `lane`'s register `m` when lane i addresses row `row_of(i)`: the tile
+// offsets of the register's lower and upper bf16.
+struct Pair {
+  int low, high;
+  constexpr bool operator==(const Pair&) const = default;
+};
+template <typename RowOf>
+constexpr Pair ldmatrix_pair(RowOf row_of, int lane, int m, bool transposed) {
+  if (!transposed)
+    return {row_of(8 * m + lane / 4) + 2 * (lane % 4),
+            row_of(8 * m + lane / 4) + 2 * (lane % 4) + 1};
+  return {row_of(8 * m + 2 * (lane % 4)) + lane / 4, row_of(8 * m + 2 * (lane % 4) + 1) + lane / 4};
+}
+
+// The proof that both ways fill the same registers: for every lane, the pairs each register of
+// load_a, load_b_transposed and load_b reads (their formulas above, g = lane / 4, t = lane % 4)
+// are the ones ldmatrix delivers from LdmatrixRows' addresses, at a few strides and offsets.
+constexpr bool ldmatrix_gives_the_word_fragments() {
+  for (int ld : {24, 40, 72, 136})
+    for (int at : {0, 16, 32})
+      for (int lane = 0; lane < kWarpSize; ++lane) {
+        const int g = lane / 4, t = lane % 4;
+        const auto row_pair_at = [](int p) { return Pair{p, p + 1}; };
+        const auto column_pair_at = [ld](int p) { return Pair{p, p + ld}; };
+        // A: rows `at`.., columns 8..
+        const int pa = (at + g) * ld + 8 + 2 * t;
+        const Pair a[4] = {row_pair_at(pa), row_pair_at(pa + 8 * ld), row_pair_at(pa + 8),
+                           row_pair_at(pa + 8 * ld + 8)};
+        for (int m = 0; m < 4; ++m)
+          if (ldmatrix_pair([&](int i) { return LdmatrixRows::a(i, ld, at, 8); }, lane, m, false) !=
+              a[m])
+            return false;
+        // B of the transpose: k from 16 (two fragments: k and k + 16), n = at
+        for (int half = 0; half < 2; ++half) {
+          const int pb = (at + g) * ld + 16 + 16 * half + 2 * t;
+          const Pair b[2] = {row_pair_at(pb), row_pair_at(pb + 8)};
+          for (int r = 0; r < 2; ++r)
+            if (ldmatrix_pair([&](int i) { return LdmatrixRows::b_transposed_pair(i, ld, 16, at); },
+                              lane, 2 * half + r, false) != b[r])
+              return false;
+        }
+        // B of the tile: k = at, columns 8.. (two fragments: n and n + 8)
+        for (int half = 0; half < 2; ++half) {
+          const int pb = (at + 2 * t) * ld + 8 + 8 * half + g;
+          const Pair b[2] = {column_pair_at(pb), column_pair_at(pb + 8 * ld)};
+          for (int r = 0; r < 2; ++r)
+            if (ldmatrix_pair([&](int i) { return LdmatrixRows::b_pair(i, ld, at, 8); }, lane,
+                              2 * half + r, true) != b[r])
+              return false;
+        }
+      }
+  return true;
+}
+static_assert(ldmatrix_gives_the_word_fragments());
+
+__device__ __forceinline__ uint32_t shared_address(const bf16* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_transposed(uint32_t (&r)[4], const bf16* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+
+// The fragments, read either way (kLdmatrix). B fragments come two at a time: of the transpose,
+// those of k.. k + 15 and k + 16.. k + 31 (the same n); of the tile, those of n.. n + 7 and
+// n + 8.. n + 15 (the same k).
+template <bool kLdmatrix>
+__device__ __forceinline__ void fragment_a(uint32_t (&a)[4], const bf16* tile, int ld, int row,
+                                           int column) {
+  if constexpr (kLdmatrix)
+    ldmatrix_x4(a, tile + LdmatrixRows::a(threadIdx.x % kWarpSize, ld, row, column));
+  else
+    load_a(a, tile, ld, row, column);
+}
+template <bool kLdmatrix>
+__device__ __forceinline__ void fragments_b_transposed(uint32_t (&b)[2][2], const bf16* tile,
+                                                       int ld, int k, int n) {
+  if constexpr (kLdmatrix) {
+    uint32_t r[4];
+    ldmatrix_x4(r, tile + LdmatrixRows::b_transposed_pair(threadIdx.x % kWarpSize, ld, k, n));
+    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
+  } else {
+    load_b_transposed(b[0], tile, ld, k, n);
+    load_b_transposed(b[1], tile, ld, k + 16, n);
+  }
+}
+template <bool kLdmatrix>
+__device__ __forceinline__ void fragments_b(uint32_t (&b)[2][2], const bf16* tile, int ld, int k,
+                                            int n) {
+  if constexpr (kLdmatrix) {
+    uint32_t r[4];
+    ldmatrix_x4_transposed(r, tile + LdmatrixRows::b_pair(threadIdx.x % kWarpSize, ld, k, n));
+    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
+  } else {
+    load_b(b[0], tile, ld, k, n);
+    load_b(b[1], tile, ld, k, n + 8);
+  }
+}
 // Two adjacent 16 x 8 accumulator tiles (columns c.. c + 7 and c + 8.. c + 15) as one A fragment.
 __device__ __forceinline__ void a_of(uint32_t (&a)[4], const float (&left)[4],
                                      const float (&right)[4]) {
@@ -166,28 +302,31 @@ __device__ __forceinline__ void zero(float (&tiles)[kTiles][4]) {
 }
 
 // accumulators (16 x kHead) += a (16 x kColumns, as kColumns / 8 accumulator tiles) b, b a
-// row-major (kColumns x kHead) tile: p v, (p m)^T dout, ds^T q, ds k.
-template <int kHead, int kColumns>
+// row-major (kColumns x kHead) tile: p v, (p m)^T dout, ds^T q, ds k. Each accumulator adds its
+// products in the order of k whichever way the fragments are read.
+template <int kHead, int kColumns, bool kLdmatrix>
 __device__ __forceinline__ void accumulate_product(float (&accumulators)[kHead / 8][4],
                                                    const float (&a_tiles)[kColumns / 8][4],
                                                    const bf16* b_tile) {
   using S = Strides<kHead>;
+  static_assert(kHead % 16 == 0);  // output tiles in pairs
 #pragma unroll
   for (int kc = 0; kc < kColumns / 16; ++kc) {
     uint32_t a[4];
     a_of(a, a_tiles[2 * kc], a_tiles[2 * kc + 1]);
 #pragma unroll
-    for (int n = 0; n < kHead / 8; ++n) {
-      uint32_t b[2];
-      load_b(b, b_tile, S::kHeadRow, kc * 16, n * 8);
-      mma_16x8x16(accumulators[n], a, b);
+    for (int n = 0; n < kHead / 8; n += 2) {
+      uint32_t b[2][2];
+      fragments_b<kLdmatrix>(b, b_tile, S::kHeadRow, kc * 16, n * 8);
+      mma_16x8x16(accumulators[n], a, b[0]);
+      mma_16x8x16(accumulators[n + 1], a, b[1]);
     }
   }
 }
 
 // scores (16 x kColumns) = own (16 x kHead, A fragments) other^T, other a row-major (kColumns x
 // kHead) tile: q k^T, k q^T, dout v^T, v dout^T.
-template <int kHead, int kColumns>
+template <int kHead, int kColumns, bool kLdmatrix>
 __device__ __forceinline__ void product_with_rows(float (&scores)[kColumns / 8][4],
                                                   const uint32_t (&own)[kHead / 16][4],
                                                   const bf16* other) {
@@ -196,21 +335,27 @@ __device__ __forceinline__ void product_with_rows(float (&scores)[kColumns / 8][
   for (int n = 0; n < kColumns / 8; ++n) {
     scores[n][0] = scores[n][1] = scores[n][2] = scores[n][3] = 0.0f;
 #pragma unroll
-    for (int kk = 0; kk < kHead / 16; ++kk) {
+    for (int kk = 0; kk + 1 < kHead / 16; kk += 2) {
+      uint32_t b[2][2];
+      fragments_b_transposed<kLdmatrix>(b, other, S::kHeadRow, kk * 16, n * 8);
+      mma_16x8x16(scores[n], own[kk], b[0]);
+      mma_16x8x16(scores[n], own[kk + 1], b[1]);
+    }
+    if constexpr (kHead / 16 % 2 == 1) {  // head size 16: one fragment, read by words
       uint32_t b[2];
-      load_b_transposed(b, other, S::kHeadRow, kk * 16, n * 8);
-      mma_16x8x16(scores[n], own[kk], b);
+      load_b_transposed(b, other, S::kHeadRow, kHead - 16, n * 8);
+      mma_16x8x16(scores[n], own[kHead / 16 - 1], b);
     }
   }
 }
 
 // The warp's 16 rows of a row-major tile (from row0), as the A fragments of its kHead columns.
-template <int kHead>
+template <int kHead, bool kLdmatrix>
 __device__ __forceinline__ void load_own(uint32_t (&own)[kHead / 16][4], const bf16* tile,
                                          int row0) {
 #pragma unroll
   for (int kk = 0; kk < kHead / 16; ++kk)
-    load_a(own[kk], tile, Strides<kHead>::kHeadRow, row0, kk * 16);
+    fragment_a<kLdmatrix>(own[kk], tile, Strides<kHead>::kHeadRow, row0, kk * 16);
 }
 
 // Writes a warp's 16 x kHead results (accumulator tiles; the thread's two rows are rows[0] and
@@ -249,7 +394,7 @@ struct ForwardTiles {
 // 128 takes all 255 and spills 128 bytes; 24 before the quads.)
 // kStaged: the keys and values come through StagedRows (attention_tiles.cuh), the next step's
 // copied while the block computes on this one.
-template <int kHead, bool kStaged>
+template <int kHead, bool kStaged, bool kLdmatrix>
 __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
     flash_forward_registers_kernel(AttentionForwardArgs args) {
   using S = Strides<kHead>;
@@ -271,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
   load_rows<kHead, kRows>(tiles.q, S::kHeadRow, head.q, ld, first_row, s.T);
   __syncthreads();
   uint32_t q[kHead / 16][4];
-  load_own<kHead>(q, tiles.q, row0);
+  load_own<kHead, kLdmatrix>(q, tiles.q, row0);
 
   const float scale_log2 = head.scale * kLog2e;  // the scores in base 2's units
   // dropout: element (h T + i) T + j of sample b's stream, as every backend draws it
@@ -297,7 +442,7 @@ __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
       const bf16* k_rows = tiles.k + (j0 - step) * S::kHeadRow;
       const bf16* v_rows = tiles.v + (j0 - step) * S::kHeadRow;
       float score[kKeyTiles][4];
-      product_with_rows<kHead, kChunk>(score, q, k_rows);
+      product_with_rows<kHead, kChunk, kLdmatrix>(score, q, k_rows);
       // online softmax: scaled, causal (a key after the row is -inf), the rows' new maxima
       float step_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -342,7 +487,7 @@ __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
         out[dt][2] *= correction[1];
         out[dt][3] *= correction[1];
       }
-      accumulate_product<kHead, kChunk>(out, score, v_rows);  // out += p v
+      accumulate_product<kHead, kChunk, kLdmatrix>(out, score, v_rows);  // out += p v
     }
   }
 
@@ -445,7 +590,7 @@ __device__ void stage_query_step(StagedRows<kHead>& stage, const BackwardBlock& 
 // dk and dv for the block's 64 keys, over the query steps that see them. The scores are kept
 // transposed (s^T = k q^T: the warp's 16 keys as rows, the step's queries as columns), so that
 // (p m)^T and ds^T are A fragments as they stand. kStaged as in the forward.
-template <int kHead, bool kStaged>
+template <int kHead, bool kStaged, bool kLdmatrix>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_keys_registers_kernel(AttentionBackwardArgs args) {
   using S = Strides<kHead>;
@@ -470,8 +615,8 @@ __global__ void __launch_bounds__(kThreads)
   load_rows<kHead, kRows, KeysByPairs>(tiles.b, S::kHeadRow, head.q + 2 * A, ld, first_key, s.T);
   __syncthreads();
   uint32_t k[kHead / 16][4], v[kHead / 16][4];
-  load_own<kHead>(k, tiles.a, row0);
-  load_own<kHead>(v, tiles.b, row0);
+  load_own<kHead, kLdmatrix>(k, tiles.a, row0);
+  load_own<kHead, kLdmatrix>(v, tiles.b, row0);
   float dk[kOutTiles][4], dv[kOutTiles][4];
   zero(dk);
   zero(dv);
@@ -502,8 +647,8 @@ __global__ void __launch_bounds__(kThreads)
       const bf16* q_rows = tiles.a + chunk * S::kHeadRow;
       const bf16* dout_rows = tiles.b + chunk * S::kHeadRow;
       float p[kChunk / 8][4], ds[kChunk / 8][4];
-      product_with_rows<kHead, kChunk>(p, k, q_rows);      // s^T = k q^T
-      product_with_rows<kHead, kChunk>(ds, v, dout_rows);  // dp^T = v dout^T
+      product_with_rows<kHead, kChunk, kLdmatrix>(p, k, q_rows);      // s^T = k q^T
+      product_with_rows<kHead, kChunk, kLdmatrix>(ds, v, dout_rows);  // dp^T = v dout^T
 #pragma unroll
       for (int nt = 0; nt < kChunk / 8; ++nt) {
         const int first_column = chunk + nt * 8 + 2 * t;  // the thread's two: this and the next
@@ -524,8 +669,8 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       }
-      accumulate_product<kHead, kChunk>(dv, p, dout_rows);  // dv += (p m)^T dout
-      accumulate_product<kHead, kChunk>(dk, ds, q_rows);    // dk += ds^T q
+      accumulate_product<kHead, kChunk, kLdmatrix>(dv, p, dout_rows);  // dv += (p m)^T dout
+      accumulate_product<kHead, kChunk, kLdmatrix>(dk, ds, q_rows);    // dk += ds^T q
     }
   }
   const size_t head_offset = size_t(head.b) * s.T * ld + head.h * kHead;
@@ -538,7 +683,7 @@ __global__ void __launch_bounds__(kThreads)
 // dq for the block's 64 queries, over the key steps they see. kStaged as in the forward: its
 // copies hold no registers, and the kernel fits three blocks an SM (168 registers, no spills at
 // head size 64, where the direct loads take 232); without, the compiler's choice (0: no minimum).
-template <int kHead, bool kStaged>
+template <int kHead, bool kStaged, bool kLdmatrix>
 __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
     flash_backward_queries_registers_kernel(AttentionBackwardArgs args) {
   using S = Strides<kHead>;
@@ -570,8 +715,8 @@ __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
   load_rows<kHead, kRows>(tiles.b, S::kHeadRow, head.dout, A, first_row, s.T);
   __syncthreads();
   uint32_t q[kHead / 16][4], dout[kHead / 16][4];
-  load_own<kHead>(q, tiles.a, row0);
-  load_own<kHead>(dout, tiles.b, row0);
+  load_own<kHead, kLdmatrix>(q, tiles.a, row0);
+  load_own<kHead, kLdmatrix>(dout, tiles.b, row0);
   float dq[kOutTiles][4];
   zero(dq);
 
@@ -592,8 +737,8 @@ __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
       const bf16* k_rows = tiles.a + chunk * S::kHeadRow;
       const bf16* v_rows = tiles.b + chunk * S::kHeadRow;
       float ds[kChunk / 8][4], dp[kChunk / 8][4];
-      product_with_rows<kHead, kChunk>(ds, q, k_rows);     // s = q k^T
-      product_with_rows<kHead, kChunk>(dp, dout, v_rows);  // dp = dout v^T
+      product_with_rows<kHead, kChunk, kLdmatrix>(ds, q, k_rows);     // s = q k^T
+      product_with_rows<kHead, kChunk, kLdmatrix>(dp, dout, v_rows);  // dp = dout v^T
 #pragma unroll
       for (int m = 0; m < kChunk / 16; ++m)
 #pragma unroll
@@ -609,7 +754,7 @@ __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
             score = probability * (in_quad(dp, m, r, k) * keep[k] - row_dot[r]) * head.scale;
           }
         }
-      accumulate_product<kHead, kChunk>(dq, ds, k_rows);  // dq += ds k
+      accumulate_product<kHead, kChunk, kLdmatrix>(dq, ds, k_rows);  // dq += ds k
     }
   }
   const size_t head_offset = size_t(head.b) * s.T * ld + head.h * kHead;
@@ -617,23 +762,50 @@ __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
                     args.dqkv_bf16 ? args.dqkv_bf16 + head_offset : nullptr, ld, rows, s.T);
 }
 
+// Calls launch(staged, ldmatrix) with the options as compile-time constants; staged only where
+// the head size allows it.
+template <int kHead, typename Launch>
+void with_register_options(const RegisterKernelOptions& options, Launch&& launch) {
+  const auto with_fragments = [&](auto staged) {
+    if (options.ldmatrix)
+      launch(staged, std::true_type{});
+    else
+      launch(staged, std::false_type{});
+  };
+  if constexpr (kHead <= kLargestStagedHead) {
+    if (options.staged) return with_fragments(std::true_type{});
+  }
+  with_fragments(std::false_type{});
+}
+
+// The kernels' names in errors, indexed by staged + 2 ldmatrix.
+constexpr const char* kForwardNames[4] = {
+    "flash_forward_registers", "flash_forward_registers (staged)",
+    "flash_forward_registers (ldmatrix)", "flash_forward_registers (staged, ldmatrix)"};
+constexpr const char* kKeysNames[4] = {
+    "flash_backward_keys_registers", "flash_backward_keys_registers (staged)",
+    "flash_backward_keys_registers (ldmatrix)", "flash_backward_keys_registers (staged, ldmatrix)"};
+constexpr const char* kQueriesNames[4] = {"flash_backward_queries_registers",
+                                          "flash_backward_queries_registers (staged)",
+                                          "flash_backward_queries_registers (ldmatrix)",
+                                          "flash_backward_queries_registers (staged, ldmatrix)"};
+constexpr int name_index(bool staged, bool ldmatrix) {
+  return (staged ? 1 : 0) + (ldmatrix ? 2 : 0);
+}
+
 }  // namespace
 
 void flash_attention_forward_registers(const AttentionForwardArgs& args, cudaStream_t stream,
-                                       bool staged) {
+                                       const RegisterKernelOptions& options) {
   with_head_size(args.shape.head_size, [&](auto head) {
     constexpr int kHead = decltype(head)::value;
     const dim3 grid = grid_for(args.shape.T - args.q_start, args.shape);
-    if constexpr (kHead <= kLargestStagedHead) {
-      if (staged) {
-        return launch_with_shared(flash_forward_registers_kernel<kHead, true>, grid,
-                                  shared_bytes_of<ForwardTiles<kHead>, kHead, true>(), stream, args,
-                                  "flash_forward_registers (staged)");
-      }
-    }
-    launch_with_shared(flash_forward_registers_kernel<kHead, false>, grid,
-                       shared_bytes_of<ForwardTiles<kHead>, kHead, false>(), stream, args,
-                       "flash_forward_registers");
+    with_register_options<kHead>(options, [&](auto staged, auto ldmatrix) {
+      constexpr bool kStaged = decltype(staged)::value, kLdmatrix = decltype(ldmatrix)::value;
+      launch_with_shared(flash_forward_registers_kernel<kHead, kStaged, kLdmatrix>, grid,
+                         shared_bytes_of<ForwardTiles<kHead>, kHead, kStaged>(), stream, args,
+                         kForwardNames[name_index(kStaged, kLdmatrix)]);
+    });
   });
 }
 
@@ -646,31 +818,23 @@ bool staged_attention_supports(int head_size) {
 }
 
 void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaStream_t stream,
-                                        bool staged) {
+                                        const RegisterKernelOptions& options) {
   if (!register_attention_backward_supports(args.shape.head_size))
     throw Error("internal: no register attention backward for head size " +
                 std::to_string(args.shape.head_size));
   with_head_size(args.shape.head_size, [&](auto head) {
     constexpr int kHead = decltype(head)::value;
     if constexpr (kHead <= kHeadSizeOfRegisterBackward) {
-      const dim3 grid = grid_for(args.shape.T, args.shape);
-      const auto launch_both = [&](auto staged_constant) {
-        constexpr bool kStaged = decltype(staged_constant)::value;
-        constexpr size_t bytes = shared_bytes_of<BackwardTiles<kHead>, kHead, kStaged>();
-        launch_with_shared(
-            flash_backward_keys_registers_kernel<kHead, kStaged>, grid, bytes, stream, args,
-            kStaged ? "flash_backward_keys_registers (staged)" : "flash_backward_keys_registers");
-        launch_with_shared(flash_backward_queries_registers_kernel<kHead, kStaged>, grid, bytes,
-                           stream, args,
-                           kStaged ? "flash_backward_queries_registers (staged)"
-                                   : "flash_backward_queries_registers");
-      };
       static_assert(kHeadSizeOfRegisterBackward <= kLargestStagedHead);
-      if (staged) {
-        launch_both(std::true_type{});
-      } else {
-        launch_both(std::false_type{});
-      }
+      const dim3 grid = grid_for(args.shape.T, args.shape);
+      with_register_options<kHead>(options, [&](auto staged, auto ldmatrix) {
+        constexpr bool kStaged = decltype(staged)::value, kLdmatrix = decltype(ldmatrix)::value;
+        constexpr size_t bytes = shared_bytes_of<BackwardTiles<kHead>, kHead, kStaged>();
+        launch_with_shared(flash_backward_keys_registers_kernel<kHead, kStaged, kLdmatrix>, grid,
+                           bytes, stream, args, kKeysNames[name_index(kStaged, kLdmatrix)]);
+        launch_with_shared(flash_backward_queries_registers_kernel<kHead, kStaged, kLdmatrix>, grid,
+                           bytes, stream, args, kQueriesNames[name_index(kStaged, kLdmatrix)]);
+      });
     }
   });
 }

@@ -87,6 +87,19 @@ CudaBackend::AttentionKernels attention_kernels(const char* variable, const char
                            : CudaBackend::AttentionKernels::kRegisters;
 }
 
+// FOLIO_ATTENTION_FRAGMENTS: how the register kernels read their products' fragments from shared
+// memory: "words" (the default), each thread its own pairs with 32- and 16-bit loads, or
+// "ldmatrix", a warp's four 8 x 8 matrices an instruction (the same registers, so the same
+// results: attention_registers.cu proves the lanes' addresses at compile time). In the SASS for
+// sm_90 at head size 64 (cuobjdump, 2026-11-28; staged, from the first to the last HMMA, the
+// loops' bodies) ldmatrix takes the forward kernel from 2181 to 1955 instructions, the key/value
+// kernel from 1302 to 1085 and the query kernel from 1149 to 1020. Written without a GPU: "words"
+// stays the default until a GPU session has run and timed "ldmatrix" (gpu_check.sh).
+bool ldmatrix_fragments() {
+  return choice_from_environment("FOLIO_ATTENTION_FRAGMENTS", "words", {"words", "ldmatrix"}) ==
+         "ldmatrix";
+}
+
 // FOLIO_CUDA_RELU_OUTPUT: "bf16" (the default) keeps a ReLU model's fc as bf16 alone (the product
 // writes it with the bias and ReLU in its epilogue: no activation pass, and 2 bytes an element
 // where fp32 and its bf16 copy took 6); "fp32" keeps fp32 and a copy. On an H200 (2026-11-28)
@@ -129,6 +142,7 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   sm_count_ = properties.multiProcessorCount;
   forward_kernels_ = attention_kernels("FOLIO_ATTENTION_FORWARD", kDefaultForwardKernels);
   backward_kernels_ = attention_kernels("FOLIO_ATTENTION_BACKWARD", kDefaultBackwardKernels);
+  ldmatrix_fragments_ = ldmatrix_fragments();
   relu_output_in_bf16_ = relu_output_in_bf16();
   copies_alone_ = gradient_copies_alone();
   compute_major_ = properties.major;
@@ -195,6 +209,9 @@ std::string CudaBackend::description() const {
     text += std::string(", attention forward ") + name_of(forward_kernels_);
     text += std::string(", backward ") + name_of(backward_kernels_);
     if (backward_kernels_ != AttentionKernels::kWmma) text += " (heads up to 64)";
+    if (ldmatrix_fragments_ && (forward_kernels_ != AttentionKernels::kWmma ||
+                                backward_kernels_ != AttentionKernels::kWmma))
+      text += ", fragments by ldmatrix";
   }
   if (keeps_as_bf16(ProductOperand::kReluOutput, 0)) text += ", a ReLU model's fc kept in bf16";
   if (bf16_ && options_.fused_kernels && copies_alone_)

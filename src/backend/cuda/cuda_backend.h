@@ -165,6 +165,7 @@ class CudaBackend final : public Backend {
     int register_forward = 0;   // of tensor_core_forward: the kernels in registers
     int register_backward = 0;  // of tensor_core_backward: the kernels in registers
     int staged_forward = 0, staged_backward = 0;            // of those: with their loads staged
+    int ldmatrix_forward = 0, ldmatrix_backward = 0;        // of those: fragments by ldmatrix
     int fp32_flash_forward = 0, fp32_flash_backward = 0;    // flash-style on CUDA cores
     int unfused_forward = 0, unfused_backward = 0;          // probabilities in memory
   };
@@ -320,6 +321,7 @@ class CudaBackend final : public Backend {
   // cuda_backend.cu).
   AttentionKernels forward_kernels_ = AttentionKernels::kRegisters;
   AttentionKernels backward_kernels_ = AttentionKernels::kRegisters;
+  bool ldmatrix_fragments_ = false;  // FOLIO_ATTENTION_FRAGMENTS=ldmatrix (cuda_backend.cu)
 };
 
 }  // namespace folio
