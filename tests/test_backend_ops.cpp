@@ -262,8 +262,8 @@ TEST_P(BackendOps, Activation) {
                                   d_x.as<float>(), n, kind, ReadBy::kNextProduct);
     EXPECT_LT(relative_error(download(d_gradient_for_product, n), dx), kTolerance);
 
-    // In place (the model's d_fc is its d_fc_act; a ReLU model's fc is its fc_act), and ReLU's
-    // derivative read from its output, as a ReLU model keeps only that.
+    // In place (the model's d_fc holds fc_act's gradient, then fc's; a ReLU model's fc is its
+    // fc_act), and ReLU's derivative read from its output, as a ReLU model keeps only that.
     auto in_place = upload(x), gradient_in_place = upload(dout);
     backend_->activation_forward(in_place.as<float>(), in_place.as<float>(), n, kind,
                                  ReadBy::kAnyOp);
@@ -301,6 +301,38 @@ TEST_P(BackendOps, MatmulActivationFused) {
                                           N, IC, OC, kind, ReadBy::kAnyOp);
       EXPECT_LT(relative_error(download(d_both, out.size()), out), kTolerance);
     }
+  }
+}
+
+TEST_P(BackendOps, MatmulBackwardIntoActivationFused) {
+  // The backward pair (fc2's products, then the activation's backward in place) against
+  // reference::matmul_backward then reference::activation_backward; for ReLU, pre is its output
+  // (the model keeps only that), for GELU its input.
+  for (Activation kind : {Activation::kRelu, Activation::kGelu, Activation::kGeluTanh}) {
+    SCOPED_TRACE(activation_name(kind));
+    const int N = 67, IC = 33, OC = 29;
+    const Floats pre_input = random_vector<float>(N * IC, 63),
+                 w = random_vector<float>(OC * IC, 64), dout = random_vector<float>(N * OC, 65);
+    Doubles pre(N * IC);
+    reference::activation_forward(pre.data(), widen(pre_input).data(), pre.size(), kind);
+    const Doubles inp = pre;  // fc2's input: the activation's output
+    if (kind != Activation::kRelu) pre = widen(pre_input);
+    const Floats pre_floats(pre.begin(), pre.end()), inp_floats(inp.begin(), inp.end());
+    auto d_pre = upload(pre_floats), d_inp = upload(inp_floats), d_w = upload(w),
+         d_dout = upload(dout);
+    auto d_dpre = poisoned(N * IC), d_dw = poisoned(OC * IC), d_db = poisoned(OC);
+    backend_->matmul_backward_into_activation(
+        d_dpre.as<float>(), d_dw.as<float>(), d_db.as<float>(), d_dout.as<float>(),
+        d_inp.as<float>(), d_w.as<float>(), d_pre.as<float>(), N, IC, OC, GradientUpdate::kWrite,
+        kind, ReadBy::kAnyOp);
+    Doubles dpre(N * IC), dw(OC * IC, 0.0), db(OC, 0.0);
+    reference::matmul_backward(dpre.data(), dw.data(), db.data(), widen(dout).data(),
+                               widen(inp_floats).data(), widen(w).data(), N, IC, OC);
+    reference::activation_backward(dpre.data(), dpre.data(), widen(pre_floats).data(), dpre.size(),
+                                   kind);
+    EXPECT_LT(relative_error(download(d_dpre, dpre.size()), dpre), kTolerance);
+    EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance);
+    EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
   }
 }
 

@@ -26,7 +26,9 @@
 #                                     (FOLIO_CUDA_RELU_OUTPUT; the default keeps bf16), with the
 #                                     gradients products alone read written in fp32 too
 #                                     (FOLIO_CUDA_GRADIENT_COPIES=both), with the attention's
-#                                     fragments by ldmatrix (FOLIO_ATTENTION_FRAGMENTS), and its
+#                                     fragments by ldmatrix (FOLIO_ATTENTION_FRAGMENTS), with
+#                                     ReLU's backward in the products (FOLIO_CUDA_RELU_BACKWARD),
+#                                     both, and its
 #                                     per-op profile by default and with direct loads; the PyTorch
 #                                     2.x peer, in torch.compile's default mode and its CUDA-graph
 #                                     mode (reduce-overhead); last, as the budget allows, each
@@ -282,6 +284,13 @@ case "$mode" in
     # the register attention kernels reading their fragments by ldmatrix (FOLIO_ATTENTION_FRAGMENTS;
     # the default reads them by words; the same registers, so the same results)
     step "folio bench, fragments by ldmatrix" 30 "${ldmatrix_fragments[@]}" "$folio" bench \
+      --config shakespeare_char --device cuda --steps 50 --warmup 5
+    # ReLU's backward in fc2's product (its mask written beside fc; FOLIO_CUDA_RELU_BACKWARD; the
+    # default runs it as a pass), and both new options at once
+    step "folio bench, relu backward in the products" 30 env FOLIO_CUDA_RELU_BACKWARD=epilogue \
+      "$folio" bench --config shakespeare_char --device cuda --steps 50 --warmup 5
+    step "folio bench, ldmatrix and relu backward in the products" 30 \
+      "${ldmatrix_fragments[@]}" FOLIO_CUDA_RELU_BACKWARD=epilogue "$folio" bench \
       --config shakespeare_char --device cuda --steps 50 --warmup 5
     step "folio bench profile, attention registers" 30 "${registers_attention[@]}" \
       "$folio" bench --config shakespeare_char --device cuda \

@@ -235,6 +235,19 @@ class Backend {
     activation_forward(out, pre, static_cast<size_t>(N) * OC, kind, out_read_by);
   }
 
+  // dpre = dout @ weight with dweight and dbias as matmul_backward's (the backward products of the
+  // layer after an activation: fc2's), then dpre = dpre * activation'(pre) in place
+  // (activation_backward, pre its inp: for ReLU its kept output will do). dpre_read_by as
+  // activation_backward's.
+  virtual void matmul_backward_into_activation(float* dpre, float* dweight, float* dbias,
+                                               const float* dout, const float* inp,
+                                               const float* weight, const float* pre, int N, int IC,
+                                               int OC, GradientUpdate update, Activation kind,
+                                               ReadBy dpre_read_by) {
+    matmul_backward(dpre, dweight, dbias, dout, inp, weight, N, IC, OC, update);
+    activation_backward(dpre, dpre, pre, static_cast<size_t>(N) * IC, kind, dpre_read_by);
+  }
+
   // ---- hooks for accelerators; the defaults are what the CPU needs ----------------------------
   // Where the model's flat fp32 parameters are: a backend computing matrix products in bf16 keeps
   // a bf16 copy of them, which adamw_update refreshes as it writes the parameters.

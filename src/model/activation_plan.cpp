@@ -86,9 +86,9 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
     p.d_ln = c.take<float>(BT * std::max(C, A));
     p.d_att = p.d_ln;
     p.d_branch = p.branch;
-    p.d_fc_act = c.take<float>(BT * std::max(F, 3 * A));
-    p.d_fc = p.d_fc_act;  // each element's gradient through the nonlinearity replaces its own
-    p.d_qkv = p.d_fc_act;
+    // fc_act's gradient, replaced in place by fc's (each element's through the nonlinearity)
+    p.d_fc = c.take<float>(BT * std::max(F, 3 * A));
+    p.d_qkv = p.d_fc;
     p.d_logits = p.logits;
   }
 }

@@ -105,8 +105,7 @@ struct ActivationPlan {
   float* d_branch = nullptr;    // (BT, C)
   float* d_att = nullptr;       // (BT, A)
   float* d_qkv = nullptr;       // (BT, 3A)
-  float* d_fc_act = nullptr;    // (BT, 4C)
-  float* d_fc = nullptr;        // (BT, 4C) the same memory: activation_backward works in place
+  float* d_fc = nullptr;        // (BT, 4C) fc_act's gradient, then fc's in its place
   float* d_logits = nullptr;    // (BT, Vp) the logits' own memory: their gradient replaces them
 
   size_t bytes() const { return memory.bytes(); }

@@ -405,12 +405,12 @@ void GPT::backward(float dloss, GradientUpdate update, const GradientsDone& done
     if (act.recomputes && !act.relu_in_place)
       backend_.activation_forward(block.fc_act, block.fc, static_cast<size_t>(BT) * F,
                                   shape_.activation, act.fc_act_read_by());
-    backend_.matmul_backward(act.d_fc_act, g.fc2_weight, g.fc2_bias, act.d_branch, block.fc_act,
-                             w.fc2_weight, BT, F, C, update);
-    // In place (d_fc is d_fc_act); block.fc is ReLU's output for ReLU models (relu_in_place).
-    // d_fc is read by fc's backward product alone (as its output gradient).
-    backend_.activation_backward(act.d_fc, act.d_fc_act, block.fc, static_cast<size_t>(BT) * F,
-                                 shape_.activation, ReadBy::kNextProduct);
+    // fc2's backward products, then the activation's backward in place (d_fc holds fc_act's
+    // gradient, then fc's); block.fc is ReLU's output for ReLU models (relu_in_place). d_fc is
+    // read by fc's backward product alone (as its output gradient).
+    backend_.matmul_backward_into_activation(act.d_fc, g.fc2_weight, g.fc2_bias, act.d_branch,
+                                             block.fc_act, w.fc2_weight, block.fc, BT, F, C, update,
+                                             shape_.activation, ReadBy::kNextProduct);
     // ln2's output was not kept (activation_plan.h): recomputed for fc's weight gradient
     if (act.recomputes)
       backend_.layernorm_forward(block.ln2, block.ln2_mean, block.ln2_rstd, block.residual_mid,

@@ -159,8 +159,8 @@ void check_relu_output_in_bf16(Backend& backend, int N, int C, int F) {
   EXPECT_LT(relative_error(through_fc2, dfc), kBf16Product);
   EXPECT_LT(relative_error(to_host(backend, d_dw2, dw2.size()), dw2), kBf16Product);
 
-  // ReLU's backward in place (d_fc is d_fc_act, as the model runs it): exactly the gradient where
-  // the kept output is positive, zero elsewhere
+  // ReLU's backward in place (d_fc holds fc_act's gradient, as the model runs it): exactly the
+  // gradient where the kept output is positive, zero elsewhere
   backend.activation_backward(d_dfc.as<float>(), d_dfc.as<float>(), fc, n, Activation::kRelu,
                               ReadBy::kNextProduct);
   const Floats through_relu = to_host(backend, d_dfc, n);

@@ -21,7 +21,9 @@
 //
 // A tensor kept as bf16 alone (store_as_bf16: ReLU's output with FOLIO_CUDA_RELU_OUTPUT=bf16)
 // needs no copy: a product reads it as it is, and an fp32 product (a leading dimension not a
-// multiple of 8) reads it widened into scratch memory.
+// multiple of 8) reads it widened into scratch memory. With FOLIO_CUDA_RELU_BACKWARD=epilogue the
+// product that writes it also writes ReLU's mask (a bit an element), kept here by the output's
+// address until something else writes the output; fc2's backward product applies it (matmul.cu).
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernel_helpers.cuh"
 
@@ -67,6 +69,10 @@ void CudaBackend::wrote(const void* pointer, size_t bytes) {
   if (mirror_.source != nullptr &&
       overlaps(pointer, bytes, mirror_.source, mirror_.count * sizeof(float)))
     mirror_.stale = true;
+  for (ReluMask& mask : relu_masks_)
+    if (mask.valid && overlaps(pointer, bytes, mask.output,
+                               size_t(mask.rows) * mask.columns * sizeof(cuda::bf16)))
+      mask.valid = false;
 }
 
 CudaBackend::Bf16Copy* CudaBackend::copy_to_write(const float* out, size_t n) {
@@ -116,6 +122,33 @@ cuda::bf16* CudaBackend::kept_in_bf16(const void* x, size_t n) const {
     if (overlaps(begin, n * sizeof(cuda::bf16), kept.begin, kept.bytes))
       throw Error("internal: an op reads or writes part of a tensor kept as bf16 as fp32");
   }
+  return nullptr;
+}
+
+// ReLU's masks (FOLIO_CUDA_RELU_BACKWARD=epilogue) go with kept ReLU outputs, and as copies do:
+// not for generation's small products, nor while a step is recorded, and only so many.
+CudaBackend::ReluMask* CudaBackend::relu_mask_to_write(const void* output, int rows, int columns) {
+  if (!relu_mask_in_products_) return nullptr;
+  for (ReluMask& mask : relu_masks_)
+    if (mask.output == output && mask.rows == rows && mask.columns == columns) return &mask;
+  if (size_t(rows) * columns < kSmallestKeptCopy || capturing_ ||
+      relu_masks_.size() >= kMostKeptCopies)
+    return nullptr;
+  ReluMask mask;
+  mask.output = output;
+  mask.rows = rows;
+  mask.columns = columns;
+  mask.ld_bits = (int64_t(columns) + 127) / 128 * 128;
+  mask.bits = DeviceMemory(size_t(mask.ld_bits / 8) * rows);
+  relu_masks_.push_back(std::move(mask));
+  return &relu_masks_.back();
+}
+
+const CudaBackend::ReluMask* CudaBackend::valid_relu_mask(const void* output, int rows,
+                                                          int columns) const {
+  for (const ReluMask& mask : relu_masks_)
+    if (mask.valid && mask.output == output && mask.rows == rows && mask.columns == columns)
+      return &mask;
   return nullptr;
 }
 

@@ -119,6 +119,18 @@ bool gradient_copies_alone() {
          "alone";
 }
 
+// FOLIO_CUDA_RELU_BACKWARD: where a ReLU model's fc is kept as bf16 (FOLIO_CUDA_RELU_OUTPUT=bf16),
+// "kernel" (the default) runs ReLU's backward as a pass of its own over fc2's input gradient;
+// "epilogue" has fc's product write ReLU's mask beside fc (a bit an element) and fc2's input-
+// gradient product apply it and write d_fc in bf16 (cuBLASLt's RELU_AUX_BIAS and DRELU
+// epilogues): no pass, and no fp32 gradient written and read back (at shakespeare_char's shapes
+// about 250 MB a layer less). Written without a GPU on 2026-11-28: "kernel" stays the default
+// until a GPU session has run and timed "epilogue" (gpu_check.sh).
+bool relu_mask_in_products() {
+  return choice_from_environment("FOLIO_CUDA_RELU_BACKWARD", "kernel", {"kernel", "epilogue"}) ==
+         "epilogue";
+}
+
 const char* name_of(CudaBackend::AttentionKernels kernels) {
   switch (kernels) {
     case CudaBackend::AttentionKernels::kWmma:
@@ -145,6 +157,8 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   ldmatrix_fragments_ = ldmatrix_fragments();
   relu_output_in_bf16_ = relu_output_in_bf16();
   copies_alone_ = gradient_copies_alone();
+  const bool relu_backward_in_epilogue = relu_mask_in_products();  // read even where unused
+  relu_mask_in_products_ = relu_output_in_bf16_ && relu_backward_in_epilogue;
   compute_major_ = properties.major;
   compute_minor_ = properties.minor;
   if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device_) != cudaSuccess) {
@@ -214,6 +228,8 @@ std::string CudaBackend::description() const {
       text += ", fragments by ldmatrix";
   }
   if (keeps_as_bf16(ProductOperand::kReluOutput, 0)) text += ", a ReLU model's fc kept in bf16";
+  if (keeps_as_bf16(ProductOperand::kReluOutput, 0) && relu_mask_in_products_)
+    text += ", ReLU's backward in the products";
   if (bf16_ && options_.fused_kernels && copies_alone_)
     text += ", gradients only products read written in bf16 alone";
   return text + ")";

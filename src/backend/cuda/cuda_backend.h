@@ -100,6 +100,14 @@ class CudaBackend final : public Backend {
   void matmul_activation_forward(float* pre, float* out, const float* inp, const float* weight,
                                  const float* bias, int N, int IC, int OC, Activation kind,
                                  ReadBy out_read_by) override;
+  // With FOLIO_CUDA_RELU_BACKWARD=epilogue, where the forward product wrote ReLU's mask beside a
+  // kept ReLU output (linear_into_bf16) and d_fc is written as its bf16 copy alone: fc2's
+  // input-gradient product applies the mask in its epilogue and writes d_fc in bf16, and no
+  // activation pass runs. Otherwise matmul_backward, then activation_backward.
+  void matmul_backward_into_activation(float* dpre, float* dweight, float* dbias, const float* dout,
+                                       const float* inp, const float* weight, const float* pre,
+                                       int N, int IC, int OC, GradientUpdate update,
+                                       Activation kind, ReadBy dpre_read_by) override;
   // Flash attention saves each row's log-sum-exp (B, H, T) and a copy of the output (B, T, A),
   // whose row products with dout the backward pass needs; without it, the probabilities.
   size_t attention_saved_floats(int B, int T, int H, int head_size) const override;
@@ -153,6 +161,8 @@ class CudaBackend final : public Backend {
     int in_epilogue = 0, rounded_after = 0;
   };
   const Bf16OutputProducts& bf16_output_products() const { return bf16_output_products_; }
+  // fc2's input-gradient products that applied ReLU's mask in their epilogue (the GPU tests ask)
+  int relu_gradients_in_epilogue() const { return relu_gradients_in_epilogue_; }
 
   // Which attention kernels ran, counted per launch of the op: the GPU tests assert that the
   // path they mean to cover (the tensor cores' bf16 kernels, say) was the one taken.
@@ -247,6 +257,27 @@ class CudaBackend final : public Backend {
   // epilogue where cuBLASLt offers it, else in fp32 and rounded.
   void linear_into_bf16(cuda::bf16* out, const float* inp, const float* weight, const float* bias,
                         int N, int IC, int OC, bool relu);
+  // ReLU's mask (one bit an element, cuBLASLt's layout) of a kept ReLU output of rows x columns:
+  // written by the product that writes the output, read by the product of the layer after it in
+  // the backward pass; invalid once anything else writes the output (wrote()).
+  struct ReluMask {
+    const void* output = nullptr;
+    int rows = 0, columns = 0;
+    int64_t ld_bits = 0;  // a row's bits: columns rounded up to a multiple of 128
+    DeviceMemory bits;
+    bool valid = false;
+  };
+  // The mask to write beside `output` (made the first time; null while a step is recorded, where
+  // nothing may be allocated), and the valid mask of `output`, or null.
+  ReluMask* relu_mask_to_write(const void* output, int rows, int columns);
+  const ReluMask* valid_relu_mask(const void* output, int rows, int columns) const;
+  // matmul_backward's two halves: dinp (N, IC) = dout @ weight, and the weight's and bias's
+  // gradients.
+  void input_gradient_product(float* dinp, const void* dout_operand, const float* weight, int N,
+                              int IC, int OC, bool bf16_operands);
+  void weight_gradient_products(float* dweight, float* dbias, const void* dout_operand,
+                                const float* inp, int N, int IC, int OC, bool bf16_operands,
+                                GradientUpdate update);
 
   // Whether a product runs on bf16 operands: with dtype bf16, when every operand's rows start on
   // 16-byte boundaries (leading dimensions of whole multiples of 8), which the tensor cores'
@@ -292,6 +323,9 @@ class CudaBackend final : public Backend {
   std::vector<KeptBf16> kept_bf16_;
   bool relu_output_in_bf16_ = false;  // FOLIO_CUDA_RELU_OUTPUT: bf16 (the default) or fp32
   bool copies_alone_ = true;          // FOLIO_CUDA_GRADIENT_COPIES: alone (the default) or both
+  bool relu_mask_in_products_ = false;  // FOLIO_CUDA_RELU_BACKWARD: kernel (default) or epilogue
+  std::vector<ReluMask> relu_masks_;
+  int relu_gradients_in_epilogue_ = 0;
   Bf16OutputProducts bf16_output_products_;
 
   // Copies to the device go through page-locked slots, so that they neither wait for the GPU nor

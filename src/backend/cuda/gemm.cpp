@@ -91,6 +91,12 @@ Gemm::Plan& Gemm::plan_for(const PlanKey& key) {
   const auto epilogue = static_cast<cublasLtEpilogue_t>(key.epilogue);
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  if (key.mask_ld != 0) {
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.mask_ld);
+    // as for the bias: a pointer with the real one's alignment (256: a mask is cudaMalloc's)
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                  reinterpret_cast<const void*>(uintptr_t(256)));
+  }
   if (key.align_bias != 0) {
     // fp32 bias vectors, also beside a bf16 output (cuBLASLt's default there would be bf16: it
     // may refuse, and the caller then does without the epilogue)
@@ -150,6 +156,10 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
   if (r.out_bf16 && r.precision != GemmPrecision::kBf16)
     throw Error("internal: a bf16 output needs bf16 operands");
   if (r.relu && !r.out_bf16) throw Error("internal: ReLU rides only with a bf16 output");
+  if ((r.relu_gradient && (r.relu || r.bias || r.a_row_sums || !r.relu_mask)) ||
+      (r.relu_mask &&
+       (!(r.relu || r.relu_gradient) || r.relu_mask_ld % 128 != 0 || r.relu_mask_ld < r.N)))
+    throw Error("internal: ReLU's mask is written beside ReLU or read by its gradient alone");
   const int64_t element = r.precision == GemmPrecision::kBf16 ? 2 : 4;
   // out^T (N x M) = op(b)^T (N x K) op(a)^T (K x M): cuBLASLt's A is our b, its B our a.
   PlanKey key{};
@@ -168,10 +178,17 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
   key.stride_d = r.batch > 1 ? r.out_batch_stride : 0;
   // The bias runs along cuBLASLt's rows (our columns); the row sums of our a are the column sums
   // of its B.
-  key.epilogue = r.relu         ? (r.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                 : r.bias       ? CUBLASLT_EPILOGUE_BIAS
-                 : r.a_row_sums ? CUBLASLT_EPILOGUE_BGRADB
-                                : CUBLASLT_EPILOGUE_DEFAULT;
+  // ReLU's mask lies along cuBLASLt's output as its output does: a column (our row) of
+  // relu_mask_ld bits.
+  const cublasLtEpilogue_t relu_epilogue =
+      r.relu_mask ? (r.bias ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_AUX)
+                  : (r.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU);
+  key.epilogue = r.relu            ? relu_epilogue
+                 : r.relu_gradient ? CUBLASLT_EPILOGUE_DRELU
+                 : r.bias          ? CUBLASLT_EPILOGUE_BIAS
+                 : r.a_row_sums    ? CUBLASLT_EPILOGUE_BGRADB
+                                   : CUBLASLT_EPILOGUE_DEFAULT;
+  key.mask_ld = r.relu_mask ? r.relu_mask_ld : 0;
   key.out_bf16 = r.out_bf16 != nullptr;
   void* out = r.out_bf16 ? r.out_bf16 : static_cast<void*>(r.out);
   key.align_a = alignment_of(r.b.data, key.stride_a * element);
@@ -184,6 +201,8 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
   if (plan.available) {
     if (epilogue_vector)
       set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_vector);
+    if (r.relu_mask)
+      set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, r.relu_mask);
     const cublasStatus_t status = cublasLtMatmul(
         handle_, plan.desc, &r.alpha, r.b.data, plan.a, r.a.data, plan.b, &r.beta, out, plan.d, out,
         plan.d, &plan.algo, workspace_.get(), workspace_.bytes(), stream);

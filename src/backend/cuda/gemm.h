@@ -2,8 +2,9 @@
 //   out (M x N) = alpha * op(a) op(b) + beta * out,   op(a) is M x K, op(b) is K x N,
 // optionally a batch of them at fixed strides. Operands are fp32 or bf16; accumulation is fp32,
 // and so is the output, except that a product of bf16 operands may write bf16 (out_bf16: a
-// tensor kept as bf16 alone). A linear layer's bias, or its gradient, and ReLU after the bias,
-// can ride in the product's epilogue, saving a pass over the output.
+// tensor kept as bf16 alone). A linear layer's bias, or its gradient, and ReLU after the bias
+// (with its mask of kept elements written beside), or ReLU's backward by that mask, can ride in
+// the product's epilogue, saving a pass over the output.
 //
 // cuBLASLt is column-major: the row-major product is asked for as out^T = op(b)^T op(a)^T, which
 // is the same memory. The heuristic's choice is cached per shape, type, epilogue and pointer
@@ -56,6 +57,13 @@ struct GemmRequest {
   const float* bias = nullptr;  // out[i, j] += bias[j]
   float* a_row_sums = nullptr;  // a_row_sums[i] = sum over k of op(a)[i, k]: a bias gradient
   bool relu = false;            // out = max(out, 0), after the bias (with out_bf16 only)
+  // ReLU's mask, one bit an output element in cuBLASLt's layout (a row of our output is
+  // relu_mask_ld bits, a multiple of 128, from relu_mask). With `relu`: written beside the output
+  // (bit set where the output is above zero). With `relu_gradient`: read, and the product's
+  // elements where the bit is clear are zeros (ReLU's backward, out = product * mask).
+  void* relu_mask = nullptr;
+  int64_t relu_mask_ld = 0;
+  bool relu_gradient = false;
 };
 
 class Gemm {
@@ -77,7 +85,7 @@ class Gemm {
   struct Plan;
   struct PlanKey {
     int precision, transpose_a, transpose_b, m, n, k, lda, ldb, ldd, batch, epilogue, out_bf16;
-    int64_t stride_a, stride_b, stride_d;
+    int64_t stride_a, stride_b, stride_d, mask_ld;
     int align_a, align_b, align_d, align_bias;
     auto operator<=>(const PlanKey&) const = default;
   };

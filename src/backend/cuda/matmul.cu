@@ -72,7 +72,7 @@ void CudaBackend::linear_into_bf16(cuda::bf16* out, const float* inp, const floa
   const size_t n = size_t(N) * OC;
   wrote(out, n * sizeof(cuda::bf16));
   if (bf16_product({IC, OC})) {  // OC: the bf16 output's rows start on 16-byte boundaries
-    const cuda::GemmRequest product{
+    cuda::GemmRequest product{
         .M = N,
         .N = OC,
         .K = IC,
@@ -83,6 +83,18 @@ void CudaBackend::linear_into_bf16(cuda::bf16* out, const float* inp, const floa
         .ld_out = OC,
         .bias = bias,
         .relu = relu};
+    // ReLU's mask beside it, for the backward product that applies it (relu_mask_in_products_)
+    if (ReluMask* mask = relu ? relu_mask_to_write(out, N, OC) : nullptr) {
+      product.relu_mask = mask->bits.get();
+      product.relu_mask_ld = mask->ld_bits;
+      if (try_gemm(product)) {
+        mask->valid = true;
+        ++bf16_output_products_.in_epilogue;
+        return;
+      }
+      product.relu_mask = nullptr;  // no algorithm writes the mask: the backward pass runs ReLU's
+      product.relu_mask_ld = 0;
+    }
     if (try_gemm(product)) {
       ++bf16_output_products_.in_epilogue;
       return;
@@ -151,20 +163,27 @@ void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, con
   const bool bf16_operands = bf16_product({IC, OC});
   const void* dout_operand =
       matmul_operand(dout, size_t(N) * OC, false, bf16_operands, Scratch::kOperandA);
-  if (dinp != nullptr) {
-    wrote(dinp, size_t(N) * IC * sizeof(float));
-    run_gemm(
-        {.M = N,
-         .N = IC,
-         .K = OC,
-         .precision = precision(bf16_operands),
-         .a = {dout_operand, OC},
-         .b = {matmul_operand(weight, size_t(OC) * IC, true, bf16_operands, Scratch::kOperandB),
-               IC},
-         .out = dinp,
-         .ld_out = IC});
-  }
+  if (dinp != nullptr) input_gradient_product(dinp, dout_operand, weight, N, IC, OC, bf16_operands);
+  weight_gradient_products(dweight, dbias, dout_operand, inp, N, IC, OC, bf16_operands, update);
+}
 
+void CudaBackend::input_gradient_product(float* dinp, const void* dout_operand, const float* weight,
+                                         int N, int IC, int OC, bool bf16_operands) {
+  wrote(dinp, size_t(N) * IC * sizeof(float));
+  run_gemm(
+      {.M = N,
+       .N = IC,
+       .K = OC,
+       .precision = precision(bf16_operands),
+       .a = {dout_operand, OC},
+       .b = {matmul_operand(weight, size_t(OC) * IC, true, bf16_operands, Scratch::kOperandB), IC},
+       .out = dinp,
+       .ld_out = IC});
+}
+
+void CudaBackend::weight_gradient_products(float* dweight, float* dbias, const void* dout_operand,
+                                           const float* inp, int N, int IC, int OC,
+                                           bool bf16_operands, GradientUpdate update) {
   cuda::GemmRequest weight_gradient{
       .M = OC,
       .N = IC,
@@ -209,6 +228,50 @@ void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, con
     }
     cuda::add_partial_sums(dbias, partials, parts, OC, stream_);
   }
+}
+
+// ---- ReLU's backward in fc2's input-gradient product (FOLIO_CUDA_RELU_BACKWARD=epilogue) --------
+// ReLU's derivative is 1 or 0, so masking the product's fp32 sums and then rounding them to bf16
+// gives what rounding and then masking would: the activation pass's results, with no pass.
+
+void CudaBackend::matmul_backward_into_activation(float* dpre, float* dweight, float* dbias,
+                                                  const float* dout, const float* inp,
+                                                  const float* weight, const float* pre, int N,
+                                                  int IC, int OC, GradientUpdate update,
+                                                  Activation kind, ReadBy dpre_read_by) {
+  const ReluMask* mask = kind == Activation::kRelu && kept_in_bf16(pre, size_t(N) * IC)
+                             ? valid_relu_mask(pre, N, IC)
+                             : nullptr;
+  const bool bf16_operands = bf16_product({IC, OC});
+  if (mask == nullptr || !bf16_operands)
+    return Backend::matmul_backward_into_activation(dpre, dweight, dbias, dout, inp, weight, pre, N,
+                                                    IC, OC, update, kind, dpre_read_by);
+  const void* dout_operand =
+      matmul_operand(dout, size_t(N) * OC, false, bf16_operands, Scratch::kOperandA);
+  weight_gradient_products(dweight, dbias, dout_operand, inp, N, IC, OC, bf16_operands, update);
+  float* dpre_fp32 = dpre;
+  cuda::bf16* dpre_bf16 = bf16_output(dpre_fp32, size_t(N) * IC, dpre_read_by);
+  if (dpre_bf16 != nullptr && dpre_fp32 == nullptr) {  // its copy alone: the product writes it
+    const cuda::GemmRequest product{
+        .M = N,
+        .N = IC,
+        .K = OC,
+        .precision = cuda::GemmPrecision::kBf16,
+        .a = {dout_operand, OC},
+        .b = {matmul_operand(weight, size_t(OC) * IC, true, bf16_operands, Scratch::kOperandB), IC},
+        .out_bf16 = dpre_bf16,
+        .ld_out = IC,
+        .relu_mask = const_cast<void*>(mask->bits.get()),
+        .relu_mask_ld = mask->ld_bits,
+        .relu_gradient = true};
+    if (try_gemm(product)) {
+      ++relu_gradients_in_epilogue_;
+      return;
+    }
+  }
+  // no algorithm for the epilogue (or the fp32 values are wanted too): the product, then the pass
+  input_gradient_product(dpre, dout_operand, weight, N, IC, OC, bf16_operands);
+  activation_backward(dpre, dpre, pre, size_t(N) * IC, kind, dpre_read_by);
 }
 
 }  // namespace folio
