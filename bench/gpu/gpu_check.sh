@@ -48,7 +48,8 @@
 #                                     CPU against GPU if the budget leaves time.
 #   bench/gpu/gpu_check.sh full       the seed's two 5000-step runs (shakespeare_char, nanogpt_char)
 #                                     with their times and final losses, the first one's
-#                                     checkpoint evaluated by folio on the CPU and by PyTorch;
+#                                     checkpoint evaluated by folio on the CPU and by PyTorch and
+#                                     sampled from on the GPU (tokens/s);
 #                                     GPT-2 124M, folio bench (and its per-op profile) beside the
 #                                     PyTorch peer; the ladder.
 #
@@ -115,6 +116,7 @@ summary() {
     "resume on the GPU") grep -E "kills|FAIL" "$log" | tr '\n' ' ' ;;
     "train cpu against cuda") grep -oE '"config": "[a-z_]+", "steps": [0-9]+, "status": "[A-Z a-z]+", "worst_relative_difference": [0-9.e-]+' "$log" | tr '\n' ' ' ;;
     train*) grep -E "^step [0-9]+: train loss" "$log" | tail -n 1 ;;
+    "sample on the gpu") grep -E "^sampled" "$log" | tail -n 1 ;;
     distributed*) grep -E "^FAIL|left out" "$log" | head -n 2 | tr '\n' ' ' ;;
     *) : ;;
   esac
@@ -395,6 +397,10 @@ case "$mode" in
     # What the GPU wrote loads in folio on the CPU and in PyTorch, with the same losses
     step "gpu checkpoint on the cpu and in torch" 120 "$python" tests/gpu/checkpoint_from_gpu.py \
       "$folio" "$data" "$build/gpu_check_shakespeare_char/ckpt.safetensors"
+    # Sampling from it on the GPU (never timed before 2026-11-28): 2000 characters, the key/value
+    # cache within the 256-character block, the seed's cropped recomputation past it
+    step "sample on the gpu" 60 "$folio" sample --device cuda --max_new_tokens 2000 --seed 7 \
+      --ckpt "$build/gpu_check_shakespeare_char/ckpt.safetensors"
     step "train nanogpt_char" 180 "$folio" train --config nanogpt_char --device cuda \
       --data "$data" --out_dir "$build/gpu_check_nanogpt_char" --sample_tokens 300
     # GPT-2 124M, one micro-batch of 16 x 1024 tokens, GPT-2's vocabulary (padded as the preset
