@@ -292,6 +292,9 @@ void CudaBackend::release(void* pointer) noexcept {
   std::erase_if(kept_bf16_, [&](const KeptBf16& kept) {
     return inside(reinterpret_cast<const float*>(kept.begin));
   });
+  std::erase_if(relu_masks_, [&](const ReluMask& mask) {
+    return inside(static_cast<const float*>(mask.output));
+  });
   if (mirror_.source != nullptr && inside(mirror_.source)) mirror_ = ParameterMirror{};
   allocations_.erase(allocation);
   report_cuda_error_once(cudaFree(pointer), "cudaFree");
