@@ -103,7 +103,10 @@ summary() {
     "gpu tests")
       [ "$mode" = quick ] && { grep -E "^\[  (PASSED|FAILED)  \]" "$log" | tr '\n' ' '; return; }
       printf '%s; %s skipped' "$(grep -E "tests passed|tests failed" "$log" | tail -n 1)" \
-        "$(grep -c '(Skipped)' "$log")" ;;
+        "$(grep -c '(Skipped)' "$log")"
+      # the failed tests by name, so that the summary alone says where to look
+      grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Not Run)\)' \
+        "$log" | sed -E 's/^[[:space:]]*[0-9]+ - //' | tr '\n' ';' | sed 's/^/; failed: /' ;;
     "folio bench"* | "torch peer"*)
       printf '%s ms/step, %s tokens/s' "$(field ms_per_step <"$log")" "$(field tokens_per_s <"$log")" ;;
     sanitize*) grep -E "ERROR SUMMARY" "$log" | tail -n 1 ;;
