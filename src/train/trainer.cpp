@@ -6,6 +6,7 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "core/text_format.h"
 #include "data/batches.h"
 #include "data/epoch_sampler.h"
+#include "io/background_writes.h"
 #include "io/checkpoint.h"
 #include "io/hf_gpt2.h"
 #include "io/metrics_log.h"
@@ -81,6 +83,9 @@ class Trainer {
   std::optional<SplitLosses> estimate_loss(int step);
   void fill_train_batch(Batch& batch, uint32_t step, int64_t first_window);
   void save_state(int64_t steps_done);
+  // Says what the background write has written, once it is done (never waits); with
+  // wait_for_it, waits for it first. Throws its error.
+  void report_written_files(bool wait_for_it);
   bool stop_agreed();
   void print_sample(const char* when, uint32_t index);
   double seconds_trained() const { return earlier_seconds_ + seconds_since(session_start_); }
@@ -106,6 +111,9 @@ class Trainer {
   Clock::time_point window_start_ = Clock::now();
   int window_steps_ = 0;
   TrainResult result_;
+  // Last: destroyed first, waiting for its write while what the write reads (config_, data_'s
+  // tokenizer) still exists.
+  BackgroundWrites writes_;
 };
 
 Trainer::Trainer(const Config& config, const Dataset& data, Backend& backend,
@@ -139,6 +147,7 @@ TrainResult Trainer::run() {
     const double learning_rate = learning_rate_at(config_, step);
     const double loss = train_one_step(step, learning_rate);
     log_step(step, loss, learning_rate);
+    report_written_files(/*wait_for_it=*/false);
     save_state_if_due(step);
     if (stop_agreed()) {
       stop_after(step + 1);
@@ -149,6 +158,7 @@ TrainResult Trainer::run() {
     result_.steps_done = std::max<int64_t>(start_step_, config_.max_iters);
     save_state(result_.steps_done);
   }
+  report_written_files(/*wait_for_it=*/true);  // the run has ended when its files are on disk
   result_.best_val_loss = best_val_loss_;
   result_.seconds = seconds_trained();
   progress_->finish();
@@ -265,10 +275,17 @@ bool Trainer::evaluate_and_checkpoint(int step) {
   if (losses->val < best_val_loss_) {
     best_val_loss_ = losses->val;
     if (is_root()) {
+      // The weights of this step, copied before training goes on; written behind its steps.
+      report_written_files(/*wait_for_it=*/true);
       const std::string path = run_directory_.checkpoint_path();
-      save_checkpoint(path, model_, config_, data_.tokenizer(), step, losses->train, losses->val);
-      note_checkpoint_saved(step);
-      progress_->line("step " + std::to_string(step) + ": val loss improved, saved " + path);
+      writes_.start(
+          [path, shape = model_.shape(), weights = model_.read_parameters(), this, step,
+           train_loss = losses->train, val_loss = losses->val] {
+            save_checkpoint(path, shape, weights, config_, data_.tokenizer(), step, train_loss,
+                            val_loss);
+            note_checkpoint_saved(step);
+          },
+          "step " + std::to_string(step) + ": val loss improved, saved " + path);
     }
   }
   window_start_ = Clock::now();  // progress timing leaves out the evaluation
@@ -408,6 +425,7 @@ void Trainer::print_summary() {
 
 void Trainer::save_state(int64_t steps_done) {
   if (!is_root()) return;
+  report_written_files(/*wait_for_it=*/true);
   const AdamW& optimizer = training_.optimizer();
   TrainingState state;
   state.config = config_;
@@ -427,8 +445,15 @@ void Trainer::save_state(int64_t steps_done) {
     if (!std::isfinite(value))
       throw Error("refusing to write " + run_directory_.state_path() +
                   ": the parameters hold a non-finite value");
-  save_training_state(run_directory_.state_path(), state);
-  note_state_saved(steps_done);
+  writes_.start([path = run_directory_.state_path(), state = std::move(state), steps_done] {
+    save_training_state(path, state);
+    note_state_saved(steps_done);
+  });
+}
+
+void Trainer::report_written_files(bool wait_for_it) {
+  const std::string line = wait_for_it ? writes_.finish() : writes_.poll();
+  if (!line.empty()) progress_->line(line);
 }
 
 bool Trainer::stop_agreed() {
