@@ -24,12 +24,14 @@
 #                                     (FOLIO_CUDA_GRADIENT_COPIES=both), with the attention's
 #                                     fragments by ldmatrix (FOLIO_ATTENTION_FRAGMENTS), with
 #                                     ReLU's backward in the products (FOLIO_CUDA_RELU_BACKWARD),
-#                                     and with both, and its per-op profile; the PyTorch 2.x peer,
+#                                     and with both, with attention's dropout masks kept as bits
+#                                     (FOLIO_ATTENTION_DROPOUT_MASKS), with all three, and its per-op
+#                                     profile; the PyTorch 2.x peer,
 #                                     in torch.compile's default mode and its CUDA-graph mode
 #                                     (reduce-overhead); last, as the budget allows, each kernel's
 #                                     time per step by ncu (bench/gpu/ncu_kernel_table.py),
-#                                     racecheck on the register attention and partial sums, and
-#                                     ncu's stall reasons for the register attention kernels, their
+#                                     racecheck on the register attention and partial sums,
+#                                     memcheck on the dropout masks' bits, and ncu's stall reasons for the register attention kernels, their
 #                                     fragments by words (the default) and by ldmatrix.
 #   bench/gpu/gpu_check.sh sanitize   compute-sanitizer: memcheck on a short train, bench and the op
 #                                     tests, racecheck on every attention test (the tensor-core
@@ -278,6 +280,15 @@ case "$mode" in
     step "folio bench, ldmatrix and relu backward in the products" 30 \
       "${ldmatrix_fragments[@]}" FOLIO_CUDA_RELU_BACKWARD=epilogue "$folio" bench \
       --config shakespeare_char --device cuda --steps 50 --warmup 5
+    # attention's dropout masks kept as bits by the forward kernel for the backward kernels, which
+    # then draw nothing (FOLIO_ATTENTION_DROPOUT_MASKS; the default draws them again), and with
+    # the other two new options beside it
+    step "folio bench, dropout masks as bits" 30 env FOLIO_ATTENTION_DROPOUT_MASKS=bits \
+      "$folio" bench --config shakespeare_char --device cuda --steps 50 --warmup 5
+    step "folio bench, bits, ldmatrix and relu backward in the products" 30 \
+      "${ldmatrix_fragments[@]}" FOLIO_CUDA_RELU_BACKWARD=epilogue \
+      FOLIO_ATTENTION_DROPOUT_MASKS=bits "$folio" bench --config shakespeare_char --device cuda \
+      --steps 50 --warmup 5
     # where the step's time goes, op by op (each op waited for), for the next speed work
     step "folio bench profile" 30 "$folio" bench --config shakespeare_char --device cuda \
       --steps 20 --warmup 3 --profile --graph=false
@@ -313,6 +324,12 @@ case "$mode" in
       step "sanitize racecheck newest kernels" 90 "$sanitizer" --tool racecheck --error-exitcode 1 \
         "$gpu_tests" \
         --gtest_filter='CudaOps.FlashAttention*InRegisters*:CudaOps.FlashAttentionFragmentsByLdmatrix:CudaOps.PartialSums*'
+    fi
+    # memcheck on the kernels that keep and read the dropout masks as bits (global loads and
+    # stores at indices computed from rows and keys; written without a GPU)
+    if [ -n "$sanitizer" ]; then
+      step "sanitize memcheck dropout mask bits" 60 "$sanitizer" --tool memcheck --error-exitcode 1 \
+        "$gpu_tests" --gtest_filter='CudaOps.AttentionDropoutMasksKeptAsBits'
     fi
     # Why the register attention kernels take the time they do (2026-11-28: 2.3 of
     # shakespeare_char's 7.2 ms, 2-3 warps a scheduler, none eligible in 65-74% of cycles), their

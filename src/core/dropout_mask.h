@@ -86,4 +86,11 @@ FOLIO_HOST_DEVICE DropoutSpec dropout_spec(float p, uint64_t seed, uint32_t step
 // No dropout (p = 0): what eval and generation use.
 FOLIO_HOST_DEVICE DropoutSpec no_dropout() { return DropoutSpec{}; }
 
+// Whether two specs draw the same masks: what a backward pass checks before it recalls the masks
+// its forward pass kept as bits (the CPU's and the GPU's attention), instead of drawing them again.
+FOLIO_HOST_DEVICE bool draws_the_same_masks(const DropoutSpec& a, const DropoutSpec& b) {
+  return a.p == b.p && a.seed == b.seed && a.step == b.step && a.purpose == b.purpose &&
+         a.first_sample == b.first_sample;
+}
+
 }  // namespace folio

@@ -331,6 +331,28 @@ TEST_F(CudaModel, ReluBackwardInTheProducts) {
   check_replayed_steps_equal_issued_steps();
 }
 
+// FOLIO_ATTENTION_DROPOUT_MASKS=bits in the model: every layer's backward pass reads the masks its
+// forward pass kept instead of drawing them again, so the gradients equal those of masks drawn
+// twice, from the first step (op by op, where the masks' memory is made) on. Then replayed steps
+// equal issued ones with it: a recorded step keeps and reads its masks in the memory the steps
+// before it made.
+TEST_F(CudaModel, AttentionDropoutMasksKeptAsBits) {
+  const Config c = test_config("shakespeare_char", 2);
+  ASSERT_GT(c.dropout, 0.0);
+  Trainee drawn(cuda_backend("bf16"), c);
+  ScopedEnvironment bits("FOLIO_ATTENTION_DROPOUT_MASKS", "bits");
+  Trainee kept(cuda_backend("bf16"), c);
+  constexpr int kSteps = 3;
+  for (int step = 0; step < kSteps; ++step) {
+    drawn.forward_backward(step);
+    kept.forward_backward(step);
+    EXPECT_EQ(kept.model.read_gradients(), drawn.model.read_gradients()) << "step " << step;
+  }
+  const auto& cuda = dynamic_cast<const CudaBackend&>(*kept.backend);
+  EXPECT_EQ(cuda.attention_launches().mask_bits_recalled, kSteps * c.n_layer);
+  check_replayed_steps_equal_issued_steps();
+}
+
 // As the trainer runs them: logged steps op by op, the others replayed (recorded at the first
 // one), and recorded again after the model is planned anew, once a step has run op by op on the
 // new activations (recording right after the plan threw "growing scratch memory" on an H200,

@@ -588,6 +588,61 @@ TEST_F(CudaOps, FlashAttentionFragmentsByLdmatrix) {
   }
 }
 
+// FOLIO_ATTENTION_DROPOUT_MASKS=bits: the register forward kernel keeps the dropout masks of the
+// weights as bits, and the register backward kernels read them instead of drawing them again. The
+// masks are the ones drawn, so outputs and gradients equal those of the kernels that draw twice
+// (values: a weight of zero may differ in the sign of its zero), with direct and with staged
+// loads, at T a multiple of 64 and not, past the forward's skipped steps and rows past T. Head
+// size 128 keeps its masks, and the WMMA backward (which draws) takes it.
+TEST_F(CudaOps, AttentionDropoutMasksKeptAsBits) {
+  const AttentionCase compared[] = {
+      {2, 256, 6, 64, 0.2f}, {2, 200, 3, 16, 0.2f}, {2, 200, 3, 32, 0.5f}, {1, 130, 2, 128, 0.2f},
+      {2, 70, 2, 64, 0.2f},  {1, 7, 2, 64, 0.2f},   {2, 33, 2, 32, 0.1f}};
+  for (const char* loads : {"registers", "staged"}) {
+    SCOPED_TRACE(loads);
+    auto drawn = backend_with_attention_kernels(loads, loads);
+    std::unique_ptr<Backend> kept;
+    {
+      ScopedEnvironment bits("FOLIO_ATTENTION_DROPOUT_MASKS", "bits");
+      kept = backend_with_attention_kernels(loads, loads);
+    }
+    for (const AttentionCase& c : compared) {
+      SCOPED_TRACE(::testing::Message() << "T " << c.T << " hs " << c.hs << " p " << c.p);
+      const AttentionResults by_drawing =
+          check_attention(*drawn, c, kBf16Attention, kBf16AttentionGradient);
+      const AttentionResults by_bits =
+          check_attention(*kept, c, kBf16Attention, kBf16AttentionGradient);
+      EXPECT_EQ(by_bits.out, by_drawing.out);
+      EXPECT_EQ(by_bits.dqkv, by_drawing.dqkv);
+    }
+    const int cases = int(std::size(compared));
+    EXPECT_EQ(launches(*kept).mask_bits_kept, cases);
+    EXPECT_EQ(launches(*kept).mask_bits_recalled, cases - 1);  // 128: the WMMA backward
+    EXPECT_EQ(launches(*drawn).mask_bits_kept + launches(*drawn).mask_bits_recalled, 0);
+    // Without dropout nothing is kept; a backward pass whose dropout is not the forward's (another
+    // step) finds no masks and draws its own.
+    check_attention(*kept, {2, 200, 3, 64, 0.0f}, kBf16Attention, kBf16AttentionGradient);
+    EXPECT_EQ(launches(*kept).mask_bits_kept, cases);
+    const int B = 1, T = 64, H = 2, hs = 64, A = H * hs;
+    const Floats qkv = random_vector<float>(size_t(B) * T * 3 * A, 21);
+    auto d_qkv = to_device(*kept, qkv), d_dout = to_device(*kept, Floats(size_t(B) * T * A, 0.5f));
+    auto d_out = to_device(*kept, Floats(size_t(B) * T * A, NAN));
+    auto d_saved = to_device(*kept, Floats(kept->attention_saved_floats(B, T, H, hs), NAN));
+    auto d_dqkv = to_device(*kept, Floats(qkv.size(), NAN));
+    const DropoutSpec forward_dropout =
+        dropout_spec(0.2f, 1337, 40, 2, DropoutSite::kAttentionWeights, 0);
+    DropoutSpec backward_dropout = forward_dropout;
+    backward_dropout.step = 41;
+    kept->attention_forward(d_out.as<float>(), d_saved.as<float>(), d_qkv.as<float>(), B, T, H, hs,
+                            0, forward_dropout);
+    kept->attention_backward(d_dqkv.as<float>(), d_dout.as<float>(), d_qkv.as<float>(),
+                             d_saved.as<float>(), B, T, H, hs, backward_dropout, ReadBy::kAnyOp);
+    kept->synchronize();
+    EXPECT_EQ(launches(*kept).mask_bits_kept, cases + 1);
+    EXPECT_EQ(launches(*kept).mask_bits_recalled, cases - 1);
+  }
+}
+
 TEST_F(CudaOps, HeadSizesTheTensorCoresTakeNotRunInFp32) {
   auto backend = cuda_backend("bf16");  // head size 10: the fp32 kernels, exact
   check_attention(*backend, {2, 70, 3, 10, 0.2f}, kFp32Tolerance, kFp32Tolerance);

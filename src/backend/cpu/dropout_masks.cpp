@@ -4,11 +4,6 @@ namespace folio::cpu {
 
 namespace {
 
-bool same_masks(const DropoutSpec& a, const DropoutSpec& b) {
-  return a.p == b.p && a.seed == b.seed && a.step == b.step && a.purpose == b.purpose &&
-         a.first_sample == b.first_sample;
-}
-
 size_t words_for(int width) { return (static_cast<size_t>(width) + 63) / 64; }
 
 }  // namespace
@@ -27,7 +22,7 @@ MaskBits DropoutMasks::find(const DropoutSpec& dropout, int samples, int rows, i
   const auto found = by_site_.find(dropout.purpose);
   if (found == by_site_.end()) return MaskBits{};
   Recording& recording = found->second;
-  if (!same_masks(recording.dropout, dropout) || recording.samples != samples ||
+  if (!draws_the_same_masks(recording.dropout, dropout) || recording.samples != samples ||
       recording.rows != rows || recording.width != width)
     return MaskBits{};
   return MaskBits{recording.words.data(), words_for(width), rows};

@@ -4,6 +4,7 @@
 // cores when the backend computes in bf16 and the head size allows (attention_flash_bf16.cu),
 // else in fp32 on CUDA cores (this file). With flash attention off (bench --ladder's first
 // rungs), or a head size above 128, attention_unfused.cu writes out the probabilities instead.
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -351,6 +352,41 @@ size_t CudaBackend::attention_saved_floats(int B, int T, int H, int head_size) c
   return size_t(B) * H * T + size_t(B) * T * H * head_size;            // lse, and the output
 }
 
+cuda::AttentionMaskBits CudaBackend::attention_masks_to_keep(const float* saved,
+                                                             const DropoutSpec& dropout, int B,
+                                                             int T, int H) {
+  auto found = std::find_if(attention_masks_.begin(), attention_masks_.end(),
+                            [&](const AttentionMasks& masks) { return masks.saved == saved; });
+  if (found == attention_masks_.end()) {
+    if (capturing_) return {};
+    found = attention_masks_.insert(attention_masks_.end(), AttentionMasks{});
+    found->saved = saved;
+  }
+  AttentionMasks& masks = *found;
+  masks.kept = false;
+  const int words_per_row = cuda::AttentionMaskBits::words_per_row_of(T);
+  const size_t bytes = size_t(B) * H * T * words_per_row * sizeof(uint32_t);
+  if (masks.words.bytes() < bytes) {
+    if (capturing_) return {};  // nothing may be allocated: this step draws them twice
+    masks.words = DeviceMemory();
+    masks.words = DeviceMemory(bytes);
+  }
+  masks.dropout = dropout;
+  masks.B = B, masks.T = T, masks.H = H;
+  masks.kept = true;
+  return {masks.words.as<uint32_t>(), words_per_row};
+}
+
+cuda::AttentionMaskBits CudaBackend::kept_attention_masks(const float* saved,
+                                                          const DropoutSpec& dropout, int B, int T,
+                                                          int H) {
+  for (const AttentionMasks& masks : attention_masks_)
+    if (masks.saved == saved && masks.kept && draws_the_same_masks(masks.dropout, dropout) &&
+        masks.B == B && masks.T == T && masks.H == H)
+      return {masks.words.as<uint32_t>(), cuda::AttentionMaskBits::words_per_row_of(T)};
+  return {};
+}
+
 void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, int B, int T, int H,
                                     int hs, int q_start, const DropoutSpec& dropout) {
   if (B == 0 || q_start >= T) return;
@@ -379,6 +415,10 @@ void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, 
       const cuda::RegisterKernelOptions options{
           forward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs),
           ldmatrix_fragments_};
+      if (attention_mask_bits_ && dropout.active() && q_start == 0) {
+        args.masks = attention_masks_to_keep(saved, dropout, B, T, H);
+        attention_launches_.mask_bits_kept += args.masks.words != nullptr;
+      }
       cuda::flash_attention_forward_registers(args, stream_, options);
       ++attention_launches_.register_forward;
       attention_launches_.staged_forward += options.staged;
@@ -424,6 +464,10 @@ void CudaBackend::attention_backward(float* dqkv, const float* dout, const float
       const cuda::RegisterKernelOptions options{
           backward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs),
           ldmatrix_fragments_};
+      if (attention_mask_bits_ && dropout.active()) {
+        args.masks = kept_attention_masks(saved, dropout, B, T, H);
+        attention_launches_.mask_bits_recalled += args.masks.words != nullptr;
+      }
       cuda::flash_attention_backward_registers(args, stream_, options);
       ++attention_launches_.register_backward;
       attention_launches_.staged_backward += options.staged;

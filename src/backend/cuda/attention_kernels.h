@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/attention_mask_bits.h"
 #include "backend/cuda/kernel_helpers.cuh"
 
 namespace folio::cuda {
@@ -34,6 +35,7 @@ struct AttentionForwardArgs {
   AttentionShape shape;
   int q_start;  // rows before it are left alone (generation's key/value cache)
   KernelDropout dropout;
+  AttentionMaskBits masks;  // to write (the register kernel), or none
 };
 
 struct AttentionBackwardArgs {
@@ -45,6 +47,7 @@ struct AttentionBackwardArgs {
   const float* row_dot;  // (B, H, T): dout_i . out_i
   AttentionShape shape;
   KernelDropout dropout;
+  AttentionMaskBits masks;  // the forward pass's, read by the register kernels, or none
 };
 
 // What a block of an attention kernel works on: blockIdx.y picks the sample b and the head h.

@@ -379,6 +379,71 @@ __device__ void store_rows(const float (&results)[kHead / 8][4], float* out, bf1
   }
 }
 
+// ---- dropout masks as bits (AttentionMaskBits, FOLIO_ATTENTION_DROPOUT_MASKS=bits)
+// --------------- Key j of a query's row is bit j of the row. In the forward and dq kernels a
+// thread's four multipliers are keys first + 4t .. first + 4t + 3 (KeysByQuads, `first` a multiple
+// of 16 for the forward's groups, of 4 for dq's): a nibble at bit (first + 4t) % 32 of one word. In
+// the dk/dv kernel a thread's two keys are 2g and 2g + 1 of a group of 16 (KeysByPairs): two
+// adjacent bits of one word.
+
+// The forward kernel's bits of the 16 keys from `first_key` (a multiple of 16) of one query row:
+// lane t of each quad holds keys first_key + 4t.. + 3, so the quad's four nibbles, gathered by
+// two shuffles, are the group's 16 bits, which lane 0 of the quad writes. Every lane of the warp
+// calls this (the shuffles); rows past T and groups from T on are not written.
+__device__ __forceinline__ void keep_mask_group(const AttentionMaskBits& masks, int bh, int T,
+                                                int row, int first_key, const float (&keep)[4]) {
+  uint32_t bits = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) bits |= (keep[k] != 0.0f ? 1u : 0u) << (4 * lane_pair() + k);
+  bits |= shuffle_xor(bits, 1);
+  bits |= shuffle_xor(bits, 2);
+  if (lane_pair() == 0 && row < T && first_key < T)  // a group from T on may lie past the row
+    reinterpret_cast<uint16_t*>(masks.row(bh, T, row))[first_key / 16] = uint16_t(bits);
+}
+
+// The multipliers of four keys from `first_key` (a multiple of 4) of one query row, from the
+// forward pass's bits. A row past T, or keys from T on, have no bits: their weights are zero
+// whatever the multiplier, which stays 1.
+__device__ __forceinline__ void recall_mask_quad(const AttentionMaskBits& masks, int bh, int T,
+                                                 int row, int first_key, float scale,
+                                                 float (&keep)[4]) {
+  if (row >= T || first_key >= T) return;
+  const uint32_t nibble = masks.row(bh, T, row)[first_key / 32] >> (first_key % 32);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) keep[k] = (nibble >> k) & 1u ? scale : 0.0f;
+}
+
+// The dk/dv kernel's: keys `key` (even) and key + 1 of query rows i and i + 1 (keep[e][r]: query
+// i + e, key + r), as draw_pair_of_pairs draws them.
+__device__ __forceinline__ void recall_mask_pair_of_pairs(const AttentionMaskBits& masks, int bh,
+                                                          int T, int i, int key, float scale,
+                                                          float (&keep)[2][2]) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    if (i + e >= T || key >= T) continue;
+    const uint32_t pair = masks.row(bh, T, i + e)[key / 32] >> (key % 32);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) keep[e][r] = (pair >> r) & 1u ? scale : 0.0f;
+  }
+}
+
+// The nibbles the forward kernel writes are where recall_mask_quad reads them: for every group of
+// 16 keys, lane t's key first + 4t + k lands on bit (first + 4t + k) of the row, and a quad read
+// from any multiple of 4 stays in one word (so does an even pair).
+constexpr bool mask_bits_meet() {
+  for (int first = 0; first < 256; first += 16)
+    for (int t = 0; t < 4; ++t)
+      for (int k = 0; k < 4; ++k) {
+        const int key = first + 4 * t + k;
+        const int written_bit = (first / 16) * 16 + 4 * t + k;  // uint16 first / 16, bit 4t + k
+        const int quad = key & ~3;
+        const int read_bit = (quad / 32) * 32 + quad % 32 + k;  // word quad / 32, >> quad % 32
+        if (written_bit != key || read_bit != key || quad % 32 + 3 >= 32) return false;
+      }
+  return true;
+}
+static_assert(mask_bits_meet());
+
 // ---- forward ------------------------------------------------------------------------------------
 
 template <int kHead>
@@ -472,6 +537,8 @@ __global__ void __launch_bounds__(kThreads, kHead <= 64 ? 3 : 1)
         for (int r = 0; r < 2; ++r) {
           float keep[4] = {1.0f, 1.0f, 1.0f, 1.0f};
           if (spec.active()) draws.multipliers<4>(row_elements[r] + j0 + 16 * m + 4 * t, keep);
+          if (args.masks.words != nullptr)  // for the backward kernels, which then draw nothing
+            keep_mask_group(args.masks, head.bh, s.T, rows[r], j0 + 16 * m, keep);
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             float& p = in_quad(score, m, r, k);
@@ -590,7 +657,7 @@ __device__ void stage_query_step(StagedRows<kHead>& stage, const BackwardBlock& 
 // dk and dv for the block's 64 keys, over the query steps that see them. The scores are kept
 // transposed (s^T = k q^T: the warp's 16 keys as rows, the step's queries as columns), so that
 // (p m)^T and ds^T are A fragments as they stand. kStaged as in the forward.
-template <int kHead, bool kStaged, bool kLdmatrix>
+template <int kHead, bool kStaged, bool kLdmatrix, bool kMaskBits>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_keys_registers_kernel(AttentionBackwardArgs args) {
   using S = Strides<kHead>;
@@ -605,6 +672,7 @@ __global__ void __launch_bounds__(kThreads)
   const int keys[2] = {first_key + KeysByPairs::key(row0 + g),
                        first_key + KeysByPairs::key(row0 + g + 8)};
   const DropoutCursor draws(spec, static_cast<uint32_t>(head.b));
+  const float dropout_scale = spec.scale();
   const uint64_t head_rows = uint64_t(head.h) * s.T;  // element (h T + i) T + j
   const float scale_log2 = head.scale * kLog2e;
   StagedRows<kHead>& stage = staged_rows_of<BackwardTiles<kHead>, kHead>(shared_bytes);
@@ -653,7 +721,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < kChunk / 8; ++nt) {
         const int first_column = chunk + nt * 8 + 2 * t;  // the thread's two: this and the next
         float keep[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [column][key]
-        if (spec.active())
+        if constexpr (kMaskBits)
+          recall_mask_pair_of_pairs(args.masks, head.bh, s.T, i0 + first_column, keys[0],
+                                    dropout_scale, keep);
+        else if (spec.active())
           draw_pair_of_pairs(keep, draws, (head_rows + i0 + first_column) * s.T, s.T, keys[0]);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
@@ -683,7 +754,7 @@ __global__ void __launch_bounds__(kThreads)
 // dq for the block's 64 queries, over the key steps they see. kStaged as in the forward: its
 // copies hold no registers, and the kernel fits three blocks an SM (168 registers, no spills at
 // head size 64, where the direct loads take 232); without, the compiler's choice (0: no minimum).
-template <int kHead, bool kStaged, bool kLdmatrix>
+template <int kHead, bool kStaged, bool kLdmatrix, bool kMaskBits>
 __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
     flash_backward_queries_registers_kernel(AttentionBackwardArgs args) {
   using S = Strides<kHead>;
@@ -704,6 +775,7 @@ __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
     row_dot[r] = rows[r] < s.T ? args.row_dot[size_t(head.bh) * s.T + rows[r]] : 0.0f;
   }
   const DropoutCursor draws(spec, static_cast<uint32_t>(head.b));
+  const float dropout_scale = spec.scale();
   const uint64_t row_elements[2] = {(uint64_t(head.h) * s.T + rows[0]) * s.T,
                                     (uint64_t(head.h) * s.T + rows[1]) * s.T};
   const float *keys = head.q + A, *values = head.q + 2 * A;
@@ -745,7 +817,10 @@ __global__ void __launch_bounds__(kThreads, kStaged ? 3 : 0)
         for (int r = 0; r < 2; ++r) {
           const int first_key = j0 + chunk + 16 * m + 4 * t;  // of the four (KeysByQuads)
           float keep[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-          if (spec.active()) draws.multipliers<4>(row_elements[r] + first_key, keep);
+          if constexpr (kMaskBits)
+            recall_mask_quad(args.masks, head.bh, s.T, rows[r], first_key, dropout_scale, keep);
+          else if (spec.active())
+            draws.multipliers<4>(row_elements[r] + first_key, keep);
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             float& score = in_quad(ds, m, r, k);  // its gradient, in place
@@ -830,10 +905,21 @@ void flash_attention_backward_registers(const AttentionBackwardArgs& args, cudaS
       with_register_options<kHead>(options, [&](auto staged, auto ldmatrix) {
         constexpr bool kStaged = decltype(staged)::value, kLdmatrix = decltype(ldmatrix)::value;
         constexpr size_t bytes = shared_bytes_of<BackwardTiles<kHead>, kHead, kStaged>();
-        launch_with_shared(flash_backward_keys_registers_kernel<kHead, kStaged, kLdmatrix>, grid,
-                           bytes, stream, args, kKeysNames[name_index(kStaged, kLdmatrix)]);
-        launch_with_shared(flash_backward_queries_registers_kernel<kHead, kStaged, kLdmatrix>, grid,
-                           bytes, stream, args, kQueriesNames[name_index(kStaged, kLdmatrix)]);
+        // The masks' source at compile time: kernels that may read bits hold more registers
+        // (with both paths in one kernel, the default query kernel spilled 12 bytes).
+        const auto launch = [&](auto mask_bits) {
+          constexpr bool kMaskBits = decltype(mask_bits)::value;
+          launch_with_shared(
+              flash_backward_keys_registers_kernel<kHead, kStaged, kLdmatrix, kMaskBits>, grid,
+              bytes, stream, args, kKeysNames[name_index(kStaged, kLdmatrix)]);
+          launch_with_shared(
+              flash_backward_queries_registers_kernel<kHead, kStaged, kLdmatrix, kMaskBits>, grid,
+              bytes, stream, args, kQueriesNames[name_index(kStaged, kLdmatrix)]);
+        };
+        if (args.masks.words != nullptr)
+          launch(std::true_type{});
+        else
+          launch(std::false_type{});
       });
     }
   });

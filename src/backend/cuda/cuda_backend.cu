@@ -100,6 +100,19 @@ bool ldmatrix_fragments() {
          "ldmatrix";
 }
 
+// FOLIO_ATTENTION_DROPOUT_MASKS: "draw" (the default) has the register attention's backward
+// kernels draw the dropout masks of the weights again with Philox, as the forward kernel did;
+// "bits" has the forward kernel keep them as bits (one a weight: 3 MB a layer at
+// shakespeare_char's shapes) and the backward kernels read them, as the CPU's attention does. By
+// the last ncu (2026-11-28, H200) the two backward kernels take 1.66 of the step's 7.2 ms, and a
+// Philox call for four weights is about a hundred instructions there beside their products.
+// Written without a GPU: "draw" stays the default until a GPU session has run and timed "bits"
+// (gpu_check.sh).
+bool attention_mask_bits() {
+  return choice_from_environment("FOLIO_ATTENTION_DROPOUT_MASKS", "draw", {"draw", "bits"}) ==
+         "bits";
+}
+
 // FOLIO_CUDA_RELU_OUTPUT: "bf16" (the default) keeps a ReLU model's fc as bf16 alone (the product
 // writes it with the bias and ReLU in its epilogue: no activation pass, and 2 bytes an element
 // where fp32 and its bf16 copy took 6); "fp32" keeps fp32 and a copy. On an H200 (2026-11-28)
@@ -155,6 +168,7 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   forward_kernels_ = attention_kernels("FOLIO_ATTENTION_FORWARD", kDefaultForwardKernels);
   backward_kernels_ = attention_kernels("FOLIO_ATTENTION_BACKWARD", kDefaultBackwardKernels);
   ldmatrix_fragments_ = ldmatrix_fragments();
+  attention_mask_bits_ = attention_mask_bits();
   relu_output_in_bf16_ = relu_output_in_bf16();
   copies_alone_ = gradient_copies_alone();
   const bool relu_backward_in_epilogue = relu_mask_in_products();  // read even where unused
@@ -295,6 +309,7 @@ void CudaBackend::release(void* pointer) noexcept {
   std::erase_if(relu_masks_, [&](const ReluMask& mask) {
     return inside(static_cast<const float*>(mask.output));
   });
+  std::erase_if(attention_masks_, [&](const AttentionMasks& masks) { return inside(masks.saved); });
   if (mirror_.source != nullptr && inside(mirror_.source)) mirror_ = ParameterMirror{};
   allocations_.erase(allocation);
   report_cuda_error_once(cudaFree(pointer), "cudaFree");

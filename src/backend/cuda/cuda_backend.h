@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention_mask_bits.h"
 #include "backend/cuda/cuda_memory.h"
 
 struct __nv_bfloat16;
@@ -176,6 +177,9 @@ class CudaBackend final : public Backend {
     int register_backward = 0;  // of tensor_core_backward: the kernels in registers
     int staged_forward = 0, staged_backward = 0;            // of those: with their loads staged
     int ldmatrix_forward = 0, ldmatrix_backward = 0;        // of those: fragments by ldmatrix
+    // of those: the forward kernels that kept their dropout masks as bits, and the backward
+    // passes that read them instead of drawing (FOLIO_ATTENTION_DROPOUT_MASKS=bits)
+    int mask_bits_kept = 0, mask_bits_recalled = 0;
     int fp32_flash_forward = 0, fp32_flash_backward = 0;    // flash-style on CUDA cores
     int unfused_forward = 0, unfused_backward = 0;          // probabilities in memory
   };
@@ -271,6 +275,23 @@ class CudaBackend final : public Backend {
   // nothing may be allocated), and the valid mask of `output`, or null.
   ReluMask* relu_mask_to_write(const void* output, int rows, int columns);
   const ReluMask* valid_relu_mask(const void* output, int rows, int columns) const;
+  // Attention's dropout masks as bits (FOLIO_ATTENTION_DROPOUT_MASKS=bits), kept by the register
+  // forward kernel for the backward kernels of the same layer: one record a saved tensor (one a
+  // layer), the memory grown where a step runs op by op, never while one is recorded.
+  struct AttentionMasks {
+    const float* saved = nullptr;  // the layer's saved tensor (lse and output copy)
+    DropoutSpec dropout;           // of the masks the words hold
+    int B = 0, T = 0, H = 0;
+    DeviceMemory words;
+    bool kept = false;
+  };
+  // Where the forward pass with `dropout` over `saved` keeps its masks, or none (none while a step
+  // is recorded and the memory would have to grow).
+  cuda::AttentionMaskBits attention_masks_to_keep(const float* saved, const DropoutSpec& dropout,
+                                                  int B, int T, int H);
+  // The masks the last forward pass over `saved` kept, if it had exactly this dropout and shape.
+  cuda::AttentionMaskBits kept_attention_masks(const float* saved, const DropoutSpec& dropout,
+                                               int B, int T, int H);
   // matmul_backward's two halves: dinp (N, IC) = dout @ weight, and the weight's and bias's
   // gradients.
   void input_gradient_product(float* dinp, const void* dout_operand, const float* weight, int N,
@@ -356,6 +377,8 @@ class CudaBackend final : public Backend {
   AttentionKernels forward_kernels_ = AttentionKernels::kRegisters;
   AttentionKernels backward_kernels_ = AttentionKernels::kRegisters;
   bool ldmatrix_fragments_ = false;  // FOLIO_ATTENTION_FRAGMENTS=ldmatrix (cuda_backend.cu)
+  bool attention_mask_bits_ = false;  // FOLIO_ATTENTION_DROPOUT_MASKS=bits (cuda_backend.cu)
+  std::vector<AttentionMasks> attention_masks_;
 };
 
 }  // namespace folio
