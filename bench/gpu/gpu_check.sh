@@ -24,7 +24,7 @@
 #                                     (FOLIO_CUDA_GRADIENT_COPIES=both), with the attention's
 #                                     fragments by ldmatrix (FOLIO_ATTENTION_FRAGMENTS), with
 #                                     ReLU's backward in the products (FOLIO_CUDA_RELU_BACKWARD),
-#                                     and with both, with attention's dropout masks kept as bits
+#                                     with attention's dropout masks kept as bits
 #                                     (FOLIO_ATTENTION_DROPOUT_MASKS), with all three, and its per-op
 #                                     profile; the PyTorch 2.x peer,
 #                                     in torch.compile's default mode and its CUDA-graph mode
@@ -274,15 +274,12 @@ case "$mode" in
     step "folio bench, fragments by ldmatrix" 30 "${ldmatrix_fragments[@]}" "$folio" bench \
       --config shakespeare_char --device cuda --steps 50 --warmup 5
     # ReLU's backward in fc2's product (its mask written beside fc; FOLIO_CUDA_RELU_BACKWARD; the
-    # default runs it as a pass), and both new options at once
+    # default runs it as a pass)
     step "folio bench, relu backward in the products" 30 env FOLIO_CUDA_RELU_BACKWARD=epilogue \
       "$folio" bench --config shakespeare_char --device cuda --steps 50 --warmup 5
-    step "folio bench, ldmatrix and relu backward in the products" 30 \
-      "${ldmatrix_fragments[@]}" FOLIO_CUDA_RELU_BACKWARD=epilogue "$folio" bench \
-      --config shakespeare_char --device cuda --steps 50 --warmup 5
     # attention's dropout masks kept as bits by the forward kernel for the backward kernels, which
-    # then draw nothing (FOLIO_ATTENTION_DROPOUT_MASKS; the default draws them again), and with
-    # the other two new options beside it
+    # then draw nothing (FOLIO_ATTENTION_DROPOUT_MASKS; the default draws them again), and the
+    # three new options at once (the row of ldmatrix and the ReLU epilogue together made room)
     step "folio bench, dropout masks as bits" 30 env FOLIO_ATTENTION_DROPOUT_MASKS=bits \
       "$folio" bench --config shakespeare_char --device cuda --steps 50 --warmup 5
     step "folio bench, bits, ldmatrix and relu backward in the products" 30 \
