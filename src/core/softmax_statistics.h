@@ -6,9 +6,10 @@
 //
 // Two statistics combine into those of both parts' values, so the lanes of a warp each gather
 // their own columns and then merge. combine_statistics(a, b) gives the same bits as
-// combine_statistics(b, a) (a sum of two products is commutative in floating point), so every
-// lane of a butterfly merge ends with the same bits. Host and device share this code: the CPU
-// tests check it against the two-pass statistics (test_reference_gradients.cpp).
+// combine_statistics(b, a), so every lane of a butterfly merge ends with the same bits. A NaN
+// anywhere in a row makes its statistics NaN, as a maximum and then a sum would. Host and device
+// share this code: the CPU tests check it against the two-pass statistics
+// (test_softmax_statistics.cpp).
 #pragma once
 
 #include <cmath>
@@ -23,7 +24,7 @@ struct SoftmaxStatistics {
 };
 
 FOLIO_HOST_DEVICE void add_to_statistics(SoftmaxStatistics& s, float z) {
-  if (z > s.max) {
+  if (!(z <= s.max)) {  // a larger value, or a NaN: then max and sum are NaN from here on
     s.sum = s.sum * expf(s.max - z) + 1.0f;  // the old terms rescaled to the new maximum
     s.max = z;
   } else if (s.max > -INFINITY) {  // (z = max = -inf: nothing to add, and exp(-inf + inf) is NaN)
@@ -32,8 +33,16 @@ FOLIO_HOST_DEVICE void add_to_statistics(SoftmaxStatistics& s, float z) {
 }
 
 FOLIO_HOST_DEVICE SoftmaxStatistics combine_statistics(SoftmaxStatistics a, SoftmaxStatistics b) {
-  const float max = fmaxf(a.max, b.max);
-  if (max == -INFINITY) return a;  // neither has seen a value
+  if (b.max == -INFINITY) return a;  // b has seen no value (or only -inf, which adds 0)
+  if (a.max == -INFINITY) return b;
+  // The pair in one order whichever lane merges it: the compiler may fuse x * y + u * v into
+  // fma(x, y, u * v), which rounds differently from fma(u, v, x * y) (nvcc does so by default).
+  if (b.max > a.max || (b.max == a.max && b.sum > a.sum)) {
+    const SoftmaxStatistics larger = b;
+    b = a;
+    a = larger;
+  }
+  const float max = fmaxf(a.max, b.max);  // a NaN in one: fmaxf takes the other, its sum carries it
   return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
 }
 
