@@ -40,8 +40,9 @@ int tokenize_command(Arguments& arguments) {
            "with --data FILE.bin the token file folio prepare wrote (train.bin, "
            "train_000000.bin).\n"
            "The tokenizer: gpt2 (GPT-2's, fetched once into ~/.cache/folio/gpt2), a folder with\n"
-           "encoder.json + vocab.bpe or vocab.json + merges.txt, or a tokenizer.json (byte-level\n"
-           "BPE). --threads (default: all cores) encodes long texts in parallel; the ids do not\n"
+           "encoder.json + vocab.bpe or vocab.json + merges.txt, a tokenizer.json (byte-level\n"
+           "BPE), or a folio checkpoint of a BPE model (the tokenizer it keeps). --threads "
+           "(default: all cores) encodes long texts in parallel; the ids do not\n"
            "depend on it.\n";
     return 0;
   }

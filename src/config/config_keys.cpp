@@ -154,7 +154,8 @@ const std::vector<ConfigKey>& config_keys() {
        .group = "data",
        .scope = ConfigScope::kHost,
        .member = &Config::tokenizer,
-       .help = "the tokenizer of --data: gpt2, a tokenizer.json, or a folder with one; empty: a "
+       .help = "the tokenizer of --data: gpt2, a tokenizer.json, a folder with one, or a folio "
+               "checkpoint of a BPE model (its tokenizer); empty: a "
                "folder's own tokenizer.json, a text's characters (or the model's tokenizer)"},
       {.name = "train_fraction",
        .group = "data",

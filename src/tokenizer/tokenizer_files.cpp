@@ -1,9 +1,11 @@
 #include "tokenizer/tokenizer_files.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -12,6 +14,7 @@
 
 #include "core/error.h"
 #include "data/fetch.h"
+#include "io/safetensors.h"
 #include "io/whole_file.h"
 
 namespace folio {
@@ -300,6 +303,38 @@ ByteLevelBpe load_tokenizer(const std::string& spec) {
   return ByteLevelBpe(load_tokenizer_definition(spec));
 }
 
+namespace {
+
+// A safetensors file: its first 8 bytes are the length of the JSON header that follows them
+// (little-endian, at most the rest of the file), then the header's '{'. A tokenizer.json starts
+// with its '{' or with white space, which read as a length is far beyond any file's size.
+bool is_safetensors_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char start[9] = {};
+  if (!in.read(reinterpret_cast<char*>(start), sizeof(start)) || start[8] != '{') return false;
+  uint64_t header_length = 0;
+  for (int i = 7; i >= 0; --i) header_length = header_length << 8 | start[i];
+  return header_length <= fs::file_size(path) - 8;
+}
+
+// The tokenizer a folio checkpoint or training state keeps: its tokenizer.json text, in the
+// metadata entry `tokenizer` (a char model's has `vocab` instead; io/checkpoint_metadata.h).
+BpeDefinition tokenizer_of_safetensors(const std::string& path) {
+  const SafetensorsFile file = SafetensorsFile::read(path, DataCheck::kInOnePass);  // its header
+  const std::map<std::string, std::string>& metadata = file.metadata();
+  if (const auto it = metadata.find("tokenizer"); it != metadata.end())
+    return read_tokenizer_json_text(it->second, path + "'s tokenizer");
+  if (metadata.count("vocab"))
+    throw Error(path +
+                " is a character-level model: it has no BPE tokenizer to give (its text is "
+                "read as characters, without --tokenizer)");
+  throw Error(path +
+              " holds no tokenizer (a Hugging Face model.safetensors keeps it beside, in its "
+              "folder): pass that folder, a tokenizer.json, or gpt2");
+}
+
+}  // namespace
+
 BpeDefinition load_tokenizer_definition(const std::string& spec) {
   if (spec == "gpt2") {
     const std::string dir = gpt2_tokenizer_dir();
@@ -316,10 +351,12 @@ BpeDefinition load_tokenizer_definition(const std::string& spec) {
                 " holds no tokenizer: it needs encoder.json + vocab.bpe, vocab.json + merges.txt, "
                 "or tokenizer.json");
   }
-  if (fs::is_regular_file(spec)) return read_tokenizer_json(spec);
+  if (fs::is_regular_file(spec))
+    return is_safetensors_file(spec) ? tokenizer_of_safetensors(spec) : read_tokenizer_json(spec);
   throw Error("--tokenizer " + spec +
               " is neither gpt2, a folder nor a file: pass gpt2, a folder with encoder.json + "
-              "vocab.bpe (or vocab.json + merges.txt), or a tokenizer.json");
+              "vocab.bpe (or vocab.json + merges.txt), a tokenizer.json, or a folio checkpoint "
+              "of a BPE model");
 }
 
 }  // namespace folio

@@ -3,7 +3,9 @@
 //     `merges.txt` (a folder holding either pair);
 //   - a Hugging Face `tokenizer.json` whose model is a byte-level BPE (pre-tokenizer ByteLevel,
 //     or a regex Split followed by ByteLevel without its own regex; no normalizer);
-//   - `gpt2`: GPT-2's two files from their public address, fetched once into a cache folder.
+//   - `gpt2`: GPT-2's two files from their public address, fetched once into a cache folder;
+//   - a folio checkpoint or training state of a BPE model (.safetensors), which keeps its
+//     tokenizer's tokenizer.json text in its metadata.
 // `<|endoftext|>` is the special token where the vocabulary has it (all of GPT-2's do); in a
 // tokenizer.json every added token is special.
 #pragma once
@@ -25,7 +27,8 @@ inline constexpr const char* kGpt2MergesSha256 =
 
 inline constexpr const char* kEndOfText = "<|endoftext|>";
 
-// `spec` is "gpt2", a folder, or a tokenizer.json file; the error for anything else says which.
+// `spec` is "gpt2", a folder, a tokenizer.json file or a folio checkpoint; the error for anything
+// else says which.
 ByteLevelBpe load_tokenizer(const std::string& spec);
 // The same, the definition only (for a tokenizer to be built once and shared: tokenizer.h).
 BpeDefinition load_tokenizer_definition(const std::string& spec);

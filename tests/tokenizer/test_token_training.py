@@ -204,6 +204,14 @@ if on_text != line:
     failures.append(f"eval on the text {on_text} differs from eval on its tokens {line}")
 expect_error(run("eval", "--ckpt", ckpt, "--data", "small.txt", "--tokenizer", "own.json"),
              "eval on a text with another tokenizer", "50257 tokens", "300 tokens")
+# The checkpoint as --tokenizer: the tokenizer it keeps prepares the same files as GPT-2's own.
+expect_ok(run("prepare", "--data", "small.txt", "--tokenizer", ckpt, "--out", "by_checkpoint",
+              "--shard_tokens", "10000"), "prepare with the checkpoint's tokenizer")
+for name in sorted(os.listdir(os.path.join(work, "tokens"))):
+    with open(os.path.join(work, "tokens", name), "rb") as a, \
+            open(os.path.join(work, "by_checkpoint", name), "rb") as b:
+        if a.read() != b.read():
+            failures.append(f"prepare --tokenizer {ckpt}: {name} differs from GPT-2's")
 
 # 7. Bad folders.
 os.makedirs(os.path.join(work, "no_val"))
@@ -218,4 +226,4 @@ expect_error(run("train", *common, "--data", "tokens", "--tokenizer", "own.json"
 if failures:
     sys.exit("\n".join(failures))
 print("token training: prepare, train from shards and train.bin, resume, sample, eval, info, "
-      "finetune and bad folders all as expected")
+      "finetune, a checkpoint's tokenizer and bad folders all as expected")
