@@ -182,7 +182,7 @@ TEST(TokenizerInterface, StreamingDecodePrintsCharactersWhole) {
   EXPECT_EQ(tokenizer.start_token(), 256);
 }
 
-TEST(TokenizerInterface, CheckpointsAndTrainingStatesCarryTheBpeTokenizer) {
+TEST(TokenizerInterface, CheckpointsAndTrainingStatesCarryTheBpeTokenizerAndGiveIt) {
   testing::TempDir dir;
   auto backend = make_backend("cpu", 1);
   const Tokenizer tokenizer(std::make_shared<const ByteLevelBpe>(
@@ -212,37 +212,23 @@ TEST(TokenizerInterface, CheckpointsAndTrainingStatesCarryTheBpeTokenizer) {
   state.parameters = state.first_moment = state.second_moment = model.read_parameters();
   save_training_state(dir.file("state.safetensors"), state);
   EXPECT_TRUE(load_training_state(dir.file("state.safetensors")).tokenizer == tokenizer);
-}
 
-// --tokenizer CKPT: the tokenizer a BPE checkpoint or training state keeps, for `folio prepare`,
-// `tokenize` and `train --tokenizer` (the same loader serves them all).
-TEST(TokenizerInterface, ACheckpointGivesItsTokenizerToTokenizer) {
-  testing::TempDir dir;
-  auto backend = make_backend("cpu", 1);
-  const Tokenizer tokenizer(std::make_shared<const ByteLevelBpe>(
-      train_byte_level_bpe("to be or not to be, that is the question", 280, 1)));
-  Config config = load_config("tiny");
-  GPT model(*backend, ModelShape::from_config(config, tokenizer.size()));
-  model.initialize(config.seed, config.init_std, false);
-  save_checkpoint(dir.file("ckpt.safetensors"), model, config, tokenizer, 1, 2, 3);
-  TrainingState state;
-  state.config = config;
-  state.tokenizer = tokenizer;
-  state.data_sha256 = "identity";
-  state.parameters = state.first_moment = state.second_moment = model.read_parameters();
-  save_training_state(dir.file("state.safetensors"), state);
+  // Either file as --tokenizer (folio prepare, tokenize, train): the tokenizer it keeps.
   for (const char* file : {"ckpt.safetensors", "state.safetensors"}) {
     SCOPED_TRACE(file);
-    const Tokenizer loaded = Tokenizer::load(dir.file(file));
-    EXPECT_TRUE(loaded == tokenizer);
-    EXPECT_EQ(loaded.encode("not the question", "x"), tokenizer.encode("not the question", "x"));
+    const Tokenizer given = Tokenizer::load(dir.file(file));
+    EXPECT_TRUE(given == tokenizer);
+    EXPECT_EQ(given.encode("not the question", "x"), tokenizer.encode("not the question", "x"));
   }
-  // A tokenizer.json that starts with white space is still one (not taken for a safetensors
-  // header length).
-  const std::string json = dir.write("spaced.json", "        " + tokenizer.tokenizer_json());
-  EXPECT_TRUE(Tokenizer::load(json) == tokenizer);
+}
 
-  // A char model has no BPE to give; a safetensors file of another tool holds no tokenizer.
+// What --tokenizer CKPT refuses: a char model has no BPE to give, a safetensors file of another
+// tool holds no tokenizer; and a tokenizer.json starting with white space is not taken for a
+// safetensors file (its first 8 bytes read as a header length).
+TEST(TokenizerInterface, ACheckpointWithoutBpeGivesNoTokenizer) {
+  testing::TempDir dir;
+  auto backend = make_backend("cpu", 1);
+  const Config config = load_config("tiny");
   GPT char_model(*backend, ModelShape::from_config(config, 3));
   save_checkpoint(dir.file("chars.safetensors"), char_model, config,
                   Tokenizer(Vocabulary::from_text(U"ab\n")), 1, 2, 3);
@@ -255,6 +241,11 @@ TEST(TokenizerInterface, ACheckpointGivesItsTokenizerToTokenizer) {
   const std::string hf_error =
       error_message([&] { Tokenizer::load(dir.file("model.safetensors")); });
   EXPECT_NE(hf_error.find("model.safetensors holds no tokenizer"), std::string::npos) << hf_error;
+
+  const Tokenizer tokenizer(
+      std::make_shared<const ByteLevelBpe>(train_byte_level_bpe("to be or not to be", 270, 1)));
+  const std::string json = dir.write("spaced.json", "        " + tokenizer.tokenizer_json());
+  EXPECT_TRUE(Tokenizer::load(json) == tokenizer);
 }
 
 TEST(TokenizerInterface, GenerationStopsAtTheStopToken) {
