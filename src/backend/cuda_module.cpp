@@ -33,22 +33,29 @@ bool driver_installed(std::string* why) {
   return false;
 }
 
-// The module beside the binary; failing that, one the binary already holds (a test program links
-// it) or one on the loader's path (LD_LIBRARY_PATH).
+// The module beside the binary (the build puts it there), or where `cmake --install` puts it
+// (PREFIX/lib/folio/ for PREFIX/bin/folio); failing both, one the binary already holds (a test
+// program links it) or one on the loader's path (LD_LIBRARY_PATH).
 const CudaModule* load_module(std::string* why) {
   const std::string directory = binary_directory();
-  const std::string beside = directory + "/" + kCudaModuleFile;
-  const bool is_beside = !directory.empty() && std::filesystem::exists(beside);
-  const std::string path = is_beside ? beside : kCudaModuleFile;
+  std::string found;
+  for (const std::string& folder : {directory, directory + "/" + FOLIO_MODULE_FROM_BINARY}) {
+    const std::string candidate = folder + "/" + kCudaModuleFile;
+    if (!directory.empty() && found.empty() && std::filesystem::exists(candidate))
+      found = candidate;
+  }
+  const std::string path = found.empty() ? kCudaModuleFile : found;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    if (is_beside)
+    if (!found.empty())
       *why = "the CUDA module " + path + " does not load: " + loader_error() +
              " (CUDA's libraries must be on the loader's path, e.g. LD_LIBRARY_PATH)";
     else
       *why = std::string("the CUDA module ") + kCudaModuleFile +
-             " is not beside the folio binary (" + directory +
-             "): the build makes it there; copy it along with folio (the loader said: " +
+             " is neither beside the folio binary (" + directory + ") nor in " + directory + "/" +
+             FOLIO_MODULE_FROM_BINARY +
+             ": the build makes it beside, `cmake --install` puts it in the other; copy it along "
+             "with folio (the loader said: " +
              loader_error() + ")";
     return nullptr;
   }

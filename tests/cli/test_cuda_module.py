@@ -99,12 +99,17 @@ def main(folio, driver_dir):
     lines = error_lines(missing)
     check("a binary copied without libfolio_cuda.so names the missing module, the fix and what "
           "the loader said", missing.returncode != 0 and len(lines) == 1
-          and "libfolio_cuda.so" in lines[0] and "not beside the folio binary" in lines[0]
+          and "libfolio_cuda.so" in lines[0] and "neither beside the folio binary" in lines[0]
           and alone_dir in lines[0] and "the loader said: " in lines[0]
           and "cannot open shared object file" in lines[0],
           f"rc {missing.returncode}, stderr {missing.stderr!r}")
     shutil.rmtree(alone_dir)
 
+    return summary()
+
+
+def summary():
+    """The exit code of a script of check()s, after a line saying how it went."""
     if FAILURES:
         print(f"{len(FAILURES)} failed: {FAILURES}")
         return 1
