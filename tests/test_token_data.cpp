@@ -11,8 +11,10 @@
 #include "backend/backend.h"
 #include "config/presets.h"
 #include "data/batches.h"
+#include "data/corpus_reader.h"
 #include "data/dataset.h"
 #include "data/epoch_sampler.h"
+#include "data/text_tokens.h"
 #include "data/token_shards.h"
 #include "io/checkpoint.h"
 #include "io/training_state.h"
@@ -264,6 +266,72 @@ TEST(TokenizerInterface, GenerationStopsAtTheStopToken) {
       generate(model, {3}, options, 0, [&](int32_t) { ++passed_on; });
   EXPECT_EQ(stopped, std::vector<int32_t>(free_run.begin(), free_run.begin() + 3));
   EXPECT_EQ(passed_on, 2);
+}
+
+// `folio prepare` reads its corpus a piece at a time (corpus_reader.h, tokenize_corpus): the cut
+// between train and val and every id must be what tokenize_text gives for the whole text in
+// memory, for GPT-2's pattern (pieces end at its safe newlines and after special tokens) and for
+// cl100k's (after special tokens only), a file and a folder of documents, with pieces far
+// smaller than the text's lines, so that pieces grow, and multi-byte characters fall across them.
+TEST(TokenData, ACorpusReadAPieceAtATimeGivesTheIdsOfTheWholeText) {
+  testing::TempDir dir;
+  std::mt19937 random(5);
+  const char* words[] = {"said",
+                         " he",
+                         "!",
+                         "\n",
+                         "\n\n",
+                         " \n",
+                         "caf\xc3\xa9",
+                         "\xe6\x97\xa5",
+                         "\xf0\x9f\x98\x80",
+                         "\xff",
+                         "I'm",
+                         " 12345",
+                         "<|endoftext|>",
+                         "  "};
+  std::string documents[3];
+  for (std::string& document : documents)
+    while (document.size() < 3000) document += words[random() % std::size(words)];
+  documents[2] += std::string(600, 'x');  // a line longer than the pieces
+  std::string whole_folder;
+  std::filesystem::create_directories(dir.file("docs"));
+  for (int d = 0; d < 3; ++d) {
+    dir.write("docs/" + std::to_string(d) + ".txt", documents[d]);
+    whole_folder += documents[d] + kEndOfText;
+  }
+  const std::string file = dir.write("corpus.txt", documents[0] + documents[1]);
+  BpeDefinition trained = train_byte_level_bpe(whole_folder, 330, 1);
+  const std::string cl100k = kCl100kPattern;
+  for (const std::string& pattern : {std::string(kGpt2Pattern), cl100k}) {
+    BpeDefinition definition = trained;
+    definition.pattern = pattern;
+    const ByteLevelBpe bpe(definition);
+    for (const auto& [data, text] : {std::pair{file, documents[0] + documents[1]},
+                                     std::pair{dir.file("docs"), whole_folder}}) {
+      const CorpusReader corpus(data);
+      ASSERT_EQ(corpus.size(), text.size());
+      const TextTokens expected = tokenize_text(text, bpe, 0.9, 1);
+      for (size_t piece_bytes : {5, 64, 1000}) {
+        SCOPED_TRACE(::testing::Message() << (pattern == cl100k ? "cl100k" : "gpt2") << ", " << data
+                                          << ", pieces of " << piece_bytes);
+        const uint64_t cut = corpus_character_cut(corpus, 0.9, piece_bytes);
+        EXPECT_EQ(cut, character_cut(text, 0.9));
+        std::vector<uint32_t> ids[2];
+        size_t pieces = 0;
+        const uint64_t bounds[3] = {0, cut, corpus.size()};
+        for (int s = 0; s < 2; ++s)
+          tokenize_corpus(corpus, bounds[s], bounds[s + 1], bpe, 2, piece_bytes,
+                          [&](std::vector<TokenId>&& piece) {
+                            ids[s].insert(ids[s].end(), piece.begin(), piece.end());
+                            ++pieces;
+                          });
+        EXPECT_EQ(ids[0], expected.train);
+        EXPECT_EQ(ids[1], expected.val);
+        EXPECT_GT(pieces, 2u);  // read in pieces, not whole
+      }
+    }
+  }
 }
 
 TEST(TokenData, AFolderNeedsBothSplitsAndOneTokenizer) {

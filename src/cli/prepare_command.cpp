@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "data/corpus_reader.h"
 #include "data/text_tokens.h"
 #include "data/token_shards.h"
 #include "io/whole_file.h"
@@ -23,25 +23,81 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kCheckData = "check the path (--data FILE|DIR)";
+// How much of the text is read and encoded at a time: large enough to keep every thread busy
+// (the encoder shares it out in parts of 256 KiB), small beside any machine's memory.
+constexpr size_t kPieceBytes = size_t(64) << 20;
 
-// FILE: its text. DIR: every regular file in it (name order, hidden files skipped), each a
-// document followed by <|endoftext|>, as nanoGPT's openwebtext preparation does.
-std::string read_corpus(const std::string& data) {
-  if (!fs::is_directory(data)) return read_whole_file(data, kCheckData);
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(data))
-    if (entry.is_regular_file() && entry.path().filename().string()[0] != '.')
-      files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw Error("the folder " + data + " has no files: put text files in it");
-  std::string corpus;
-  for (const std::string& file : files) corpus += read_whole_file(file, kCheckData) + kEndOfText;
-  return corpus;
-}
+// The token files of one split, written as its ids come: llm.c's shards of `shard_tokens` ids
+// (each written whole once full, so a shard's ids are all that is held), then nanoGPT's raw file
+// from the shards' ids (the same uint16 values, after each shard's header).
+class SplitFiles {
+ public:
+  SplitFiles(std::string out, std::string split, size_t shard_tokens, size_t vocab)
+      : out_(std::move(out)), split_(std::move(split)), shard_tokens_(shard_tokens), vocab_(vocab) {
+    // Grown by doubling, it would briefly need half as much again (capped: the virtual memory of
+    // --shard_tokens 2^31 would be 8 GiB).
+    pending_.reserve(std::min(shard_tokens_, size_t(1) << 27));
+  }
 
-// The byte offset of character int(n * fraction) of `text`, n its number of characters (an
-// invalid byte counts as one): where nanoGPT's prepare.py cuts train from val.
+  void add(const std::vector<TokenId>& ids) {
+    for (size_t taken = 0; taken < ids.size();) {
+      const size_t count = std::min(ids.size() - taken, shard_tokens_ - pending_.size());
+      pending_.insert(pending_.end(), ids.begin() + taken, ids.begin() + taken + count);
+      taken += count;
+      if (pending_.size() == shard_tokens_) write_shard();
+    }
+  }
+
+  // The last shard, then the raw file (for vocabularies that fit uint16); the number of ids.
+  // Shards of an earlier, longer run into the same folder go: they would read as part of this one.
+  size_t finish() {
+    if (!pending_.empty()) write_shard();
+    for (size_t stale = shards_.size(); fs::remove(shard_path(stale)); ++stale) {
+    }
+    if (vocab_ <= 65536) {
+      write_file_atomically(out_ + "/" + split_ + ".bin", [&](AtomicFileWriter& raw) {
+        std::string bytes;
+        for (const std::string& shard : shards_) {
+          const uint64_t size = fs::file_size(shard), header = kShardHeaderInts * 4;
+          for (uint64_t at = header; at < size; at += kPieceBytes) {
+            bytes = read_file_range(shard, at, size_t(std::min<uint64_t>(kPieceBytes, size - at)));
+            raw.write(bytes.data(), bytes.size());
+          }
+        }
+      });
+    }
+    return tokens_;
+  }
+
+ private:
+  static std::string read_file_range(const std::string& path, uint64_t offset, size_t count) {
+    std::string bytes(count, '\0');
+    std::ifstream in(path, std::ios::binary);
+    if (!in.seekg(std::streamoff(offset)) || !in.read(bytes.data(), std::streamsize(count)))
+      throw Error("cannot read back " + path + ", just written: check the --out folder");
+    return bytes;
+  }
+
+  std::string shard_path(size_t index) const {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/%s_%06zu.bin", split_.c_str(), index);
+    return out_ + name;
+  }
+
+  void write_shard() {
+    shards_.push_back(shard_path(shards_.size()));
+    write_token_file(shards_.back(), TokenFileLayout::kShard, pending_, vocab_);
+    tokens_ += pending_.size();
+    pending_.clear();
+  }
+
+  const std::string out_, split_;
+  const size_t shard_tokens_, vocab_;
+  std::vector<uint32_t> pending_;  // the next shard's ids
+  std::vector<std::string> shards_;
+  size_t tokens_ = 0;
+};
+
 }  // namespace
 
 int prepare_command(Arguments& arguments) {
@@ -79,38 +135,44 @@ int prepare_command(Arguments& arguments) {
       threads_text ? parse_int_option("threads", *threads_text, 1, 1024) : omp_get_max_threads();
 
   const ByteLevelBpe tokenizer = load_tokenizer(*spec);
-  const std::string corpus = read_corpus(*data);
-  if (corpus.empty()) throw Error(*data + " is empty: prepare a text with some text in it");
-  TextTokens tokens;
+  const CorpusReader corpus(*data);
+  if (corpus.size() == 0) throw Error(*data + " is empty: prepare a text with some text in it");
+  const std::string name = fs::path(*data).filename().string();
+  // The corpus is read a piece at a time, twice: once to count its characters (where train ends),
+  // then to encode it; what is held is a piece of text, its ids and a shard's ids.
+  uint64_t cut = 0;
   {
-    TaskProgress progress("tokenising " + fs::path(*data).filename().string(),
-                          double(corpus.size()), "bytes", StatusLine::standard_error());
-    tokens = tokenize_text(corpus, tokenizer, 1 - val_fraction, threads,
-                           [&](size_t bytes_done) { progress.set_done(double(bytes_done)); });
+    TaskProgress progress("counting the characters of " + name, double(corpus.size()), "bytes",
+                          StatusLine::standard_error());
+    cut = corpus_character_cut(corpus, 1 - val_fraction, kPieceBytes,
+                               [&](uint64_t done) { progress.set_done(double(done)); });
     progress.finish();
   }
-  const std::vector<uint32_t> ids[2] = {std::move(tokens.train), std::move(tokens.val)};
-  if (ids[0].empty() || ids[1].empty())
-    throw Error("the " + std::string(ids[0].empty() ? "train" : "val") + " split of " + *data +
+  if (cut == 0 || cut == corpus.size())
+    throw Error("the " + std::string(cut == 0 ? "train" : "val") + " split of " + *data +
                 " has no tokens: give more text, or another --val_fraction");
 
   fs::create_directories(*out);
   const size_t vocab = tokenizer.vocab_size();
-  const char* names[2] = {"train", "val"};
-  for (int s = 0; s < 2; ++s) {
-    if (vocab <= 65536)
-      write_token_file(*out + "/" + names[s] + ".bin", TokenFileLayout::kRawUint16, ids[s], vocab);
-    for (size_t start = 0, shard = 0; start < ids[s].size(); start += shard_tokens, ++shard) {
-      char name[64];
-      std::snprintf(name, sizeof(name), "/%s_%06zu.bin", names[s], shard);
-      const size_t count = std::min(shard_tokens, ids[s].size() - start);
-      write_token_file(*out + name, TokenFileLayout::kShard,
-                       std::span<const uint32_t>(ids[s]).subspan(start, count), vocab);
+  size_t counts[2] = {0, 0};
+  {
+    TaskProgress progress("tokenising " + name, double(corpus.size()), "bytes",
+                          StatusLine::standard_error());
+    const char* names[2] = {"train", "val"};
+    const uint64_t bounds[3] = {0, cut, corpus.size()};
+    for (int s = 0; s < 2; ++s) {
+      SplitFiles files(*out, names[s], shard_tokens, vocab);
+      tokenize_corpus(
+          corpus, bounds[s], bounds[s + 1], tokenizer, threads, kPieceBytes,
+          [&](std::vector<TokenId>&& ids) { files.add(ids); },
+          [&](uint64_t done) { progress.set_done(double(bounds[s] + done)); });
+      counts[s] = files.finish();
     }
+    progress.finish();
   }
   write_whole_file(*out + "/tokenizer.json", tokenizer_json_text(tokenizer.definition()));
-  std::fprintf(stderr, "folio: %zu train and %zu val tokens (vocabulary %zu) in %s\n",
-               ids[0].size(), ids[1].size(), vocab, out->c_str());
+  std::fprintf(stderr, "folio: %zu train and %zu val tokens (vocabulary %zu) in %s\n", counts[0],
+               counts[1], vocab, out->c_str());
   return 0;
 }
 

@@ -13,6 +13,8 @@
 
 namespace folio {
 
+class CorpusReader;
+
 struct TextTokens {
   std::vector<uint32_t> train, val;
 };
@@ -27,5 +29,19 @@ size_t character_cut(std::string_view text, double fraction);
 TextTokens tokenize_text(std::string_view text, const ByteLevelBpe& tokenizer,
                          double train_fraction, int threads,
                          const std::function<void(size_t bytes_done)>& on_bytes = {});
+
+// The same for a corpus on disk (`folio prepare`), read about `piece_bytes` at a time instead of
+// whole: the same cut and the same ids as tokenize_text on the corpus's bytes in memory.
+// corpus_character_cut reads it through once to count its characters, keeping where each piece
+// began, and returns the byte offset of the cut; tokenize_corpus then encodes bytes [begin, end)
+// (a split) piece by piece, each piece ending where ByteLevelBpe::last_safe_cut says the ids do
+// not depend on what follows (a piece grows until it holds such a place), and gives each piece's
+// ids to `take` in order. `on_bytes` hears the bytes of the corpus (of the split) done so far.
+uint64_t corpus_character_cut(const CorpusReader& corpus, double fraction, size_t piece_bytes,
+                              const std::function<void(uint64_t bytes_done)>& on_bytes = {});
+void tokenize_corpus(const CorpusReader& corpus, uint64_t begin, uint64_t end,
+                     const ByteLevelBpe& tokenizer, int threads, size_t piece_bytes,
+                     const std::function<void(std::vector<TokenId>&& ids)>& take,
+                     const std::function<void(uint64_t bytes_done)>& on_bytes = {});
 
 }  // namespace folio

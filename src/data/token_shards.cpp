@@ -22,6 +22,8 @@ namespace {
 constexpr const char* kRemake =
     "remake it with folio prepare --data TEXT --tokenizer TOKENIZER --out DIR";
 
+constexpr size_t kIdsPerWrite = size_t(1) << 20;  // write_token_file's bytes a write: 2-4 MiB
+
 Error bad_file(const std::string& path, const std::string& problem) {
   return Error(path + ": " + problem + ": " + kRemake);
 }
@@ -35,27 +37,34 @@ void write_token_file(const std::string& path, TokenFileLayout layout,
     throw Error("a vocabulary of " + std::to_string(vocab_size) +
                 " ids does not fit nanoGPT's uint16 token files: use the llm.c shards");
   if (ids.size() > size_t(INT32_MAX)) throw Error("a shard holds at most 2^31 - 1 tokens");
-  const size_t width = wide ? 4 : 2;
-  const size_t start = layout == TokenFileLayout::kShard ? kShardHeaderInts * 4 : 0;
-  std::vector<char> bytes(start + ids.size() * width, 0);
-  if (layout == TokenFileLayout::kShard) {
-    const int32_t header[3] = {wide ? kShardMagicUint32 : kShardMagicUint16,
-                               wide ? kShardVersionUint32 : kShardVersionUint16,
-                               int32_t(ids.size())};
-    std::memcpy(bytes.data(), header, sizeof(header));
-  }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] >= vocab_size)
-      throw Error("token id " + std::to_string(ids[i]) + " is not below the vocabulary size " +
+  for (const uint32_t id : ids)
+    if (id >= vocab_size)
+      throw Error("token id " + std::to_string(id) + " is not below the vocabulary size " +
                   std::to_string(vocab_size));
-    if (wide)
-      std::memcpy(&bytes[start + 4 * i], &ids[i], 4);
-    else {
-      const uint16_t id = uint16_t(ids[i]);
-      std::memcpy(&bytes[start + 2 * i], &id, 2);
+  const size_t width = wide ? 4 : 2;
+  write_file_atomically(path, [&](AtomicFileWriter& out) {
+    if (layout == TokenFileLayout::kShard) {
+      int32_t header[kShardHeaderInts] = {wide ? kShardMagicUint32 : kShardMagicUint16,
+                                          wide ? kShardVersionUint32 : kShardVersionUint16,
+                                          int32_t(ids.size())};
+      out.write(reinterpret_cast<const char*>(header), sizeof(header));
     }
-  }
-  write_whole_file(path, std::string_view(bytes.data(), bytes.size()));
+    // A few MiB at a time: a shard of 100M ids is not copied whole.
+    std::vector<char> bytes;
+    for (size_t first = 0; first < ids.size(); first += kIdsPerWrite) {
+      const size_t count = std::min(kIdsPerWrite, ids.size() - first);
+      bytes.resize(count * width);
+      for (size_t i = 0; i < count; ++i) {
+        if (wide) {
+          std::memcpy(&bytes[4 * i], &ids[first + i], 4);
+        } else {
+          const uint16_t id = uint16_t(ids[first + i]);
+          std::memcpy(&bytes[2 * i], &id, 2);
+        }
+      }
+      out.write(bytes.data(), bytes.size());
+    }
+  });
 }
 
 TokenFile::TokenFile(const std::string& path, TokenFileLayout layout, size_t vocab_size)

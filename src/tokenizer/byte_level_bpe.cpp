@@ -125,6 +125,32 @@ ByteLevelBpe::ByteLevelBpe(BpeDefinition definition)
             [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
 }
 
+std::optional<ByteLevelBpe::SpecialAt> ByteLevelBpe::next_special(std::string_view text,
+                                                                  size_t start) const {
+  std::optional<SpecialAt> found;
+  for (const auto& [special, id] : special_texts_) {
+    const size_t at = text.find(special, start);
+    if (at != std::string_view::npos && (!found || at < found->at))
+      found = SpecialAt{at, special.size(), id};
+  }
+  return found;
+}
+
+size_t ByteLevelBpe::last_safe_cut(std::string_view text) const {
+  // After the last special token the scan finds: encode() starts afresh there whatever follows.
+  size_t cut = 0;
+  for (std::optional<SpecialAt> found; (found = next_special(text, cut));)
+    cut = found->at + found->size;
+  // For GPT-2's pattern, cut_for_threads' cut (between a printable ASCII character and a
+  // newline) after it, unless a special token could hold that newline and the text after it.
+  if (definition_.pattern != kGpt2Pattern) return cut;
+  for (const auto& special : special_texts_)
+    if (special.first.find('\n') != std::string::npos) return cut;
+  for (size_t p = text.size(); p-- > cut + 1;)
+    if (text[p] == '\n' && text[p - 1] > ' ' && text[p - 1] < 0x7F) return p;
+  return cut;
+}
+
 std::optional<TokenId> ByteLevelBpe::special_token(std::string_view text) const {
   for (const auto& [special, id] : special_texts_)
     if (special == text) return id;
@@ -382,21 +408,15 @@ std::vector<TokenId> ByteLevelBpe::encode(std::string_view text, bool allow_spec
     }
   };
   size_t start = 0;
-  while (allow_special && !special_texts_.empty()) {
-    size_t found = std::string_view::npos;
-    TokenId found_id = 0;
-    size_t found_size = 0;
-    for (const auto& [special, id] : special_texts_) {
-      const size_t at = text.find(special, start);
-      if (at < found) found = at, found_id = id, found_size = special.size();
-    }
-    if (found == std::string_view::npos) break;
-    add_text(text.substr(start, found - start));
+  while (allow_special) {
+    const std::optional<SpecialAt> found = next_special(text, start);
+    if (!found) break;
+    add_text(text.substr(start, found->at - start));
     Share special;
-    special.special = found_id;
-    special.stretch = text.substr(found, found_size);
+    special.special = found->id;
+    special.stretch = text.substr(found->at, found->size);
     shares.push_back(std::move(special));
-    start = found + found_size;
+    start = found->at + found->size;
   }
   add_text(text.substr(start));
 

@@ -68,6 +68,13 @@ class ByteLevelBpe {
   // The bytes of `ids`; an id outside the vocabulary is an error.
   std::string decode(std::span<const TokenId> ids) const;
 
+  // The last place in `text` (0 if none) where it can be cut without changing its ids whatever
+  // text follows: encode(text[0, p)) then encode(text[p, ...) + more) are the ids of
+  // encode(text + more), with special tokens allowed. The end of the last special token, or for
+  // GPT-2's pattern the last of cut_for_threads' cuts after it. What `folio prepare` reads a
+  // corpus by, a bounded piece at a time (data/text_tokens.h).
+  size_t last_safe_cut(std::string_view text) const;
+
   // Cuts `text` into stretches no pre-token crosses, each about `target_bytes` long (split before a
   // newline that follows a printable ASCII character): GPT-2's pattern's shares, and what the
   // BPE trainer (which pre-tokenises as GPT-2) shares out. Text for any other `pattern` stays
@@ -100,6 +107,13 @@ class ByteLevelBpe {
     uint64_t mask_ = 0;
     int shift_ = 64;
   };
+
+  // The first special token in `text` from `start` on (the longest where two begin together).
+  struct SpecialAt {
+    size_t at, size;
+    TokenId id;
+  };
+  std::optional<SpecialAt> next_special(std::string_view text, size_t start) const;
 
   struct Share;  // one thread's part of a text (byte_level_bpe.cpp)
   std::vector<size_t> share_starts(std::string_view stretch, size_t target_bytes) const;

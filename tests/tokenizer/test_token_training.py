@@ -64,6 +64,13 @@ with open(os.path.join(work, "small.txt"), "w", encoding="utf-8") as f:
 expect_ok(run("prepare", "--data", "small.txt", "--tokenizer", gpt2, "--out", "tokens",
               "--shard_tokens", "10000"), "folio prepare")
 cut = int(len(text) * 0.9)
+# Prepared again into the same folder with larger shards: the earlier run's extra shards go.
+for shard_tokens in ("10000", "100000"):
+    expect_ok(run("prepare", "--data", "small.txt", "--tokenizer", gpt2, "--out", "reshard",
+                  "--shard_tokens", shard_tokens), "folio prepare into the same folder")
+left = sorted(name for name in os.listdir(os.path.join(work, "reshard")) if "_0" in name)
+if left != ["train_000000.bin", "val_000000.bin"]:
+    failures.append(f"preparing again with larger shards left {left}")
 train_ids, val_ids = enc.encode_ordinary(text[:cut]), enc.encode_ordinary(text[cut:])
 
 # 2. Train from the shards: 6 steps straight, and 3 then --resume to 6.
