@@ -139,6 +139,34 @@ TEST(ByteLevelBpe, SharesCutAnywhereJoinWhereTheirPiecesMeet) {
   }
 }
 
+// Where `folio prepare` may end a piece of its corpus (last_safe_cut): after the last special
+// token, unless a longer special token that begins with it could still be completing; for GPT-2's
+// pattern at the last newline after a printable character; never inside a special token.
+TEST(ByteLevelBpe, SafeCutsAreWhereNothingAfterChangesTheIds) {
+  BpeDefinition definition = train_byte_level_bpe("hello world\nsaid he", 270, 1);
+  const ByteLevelBpe gpt2(definition);
+  EXPECT_EQ(gpt2.last_safe_cut("he said\nso  \n"), 7u);  // before the newline after "d"
+  EXPECT_EQ(gpt2.last_safe_cut("he said<|endoftext|>  more"), 20u);
+  EXPECT_EQ(gpt2.last_safe_cut("a<|endoftext|>\nb"), 14u);  // "\n" after ">" is later still
+  EXPECT_EQ(gpt2.last_safe_cut("no cut here"), 0u);
+  definition.pattern = kCl100kPattern;
+  const ByteLevelBpe cl100k(definition);
+  EXPECT_EQ(cl100k.last_safe_cut("he said\nso<|endoftext|>x\ny"), 23u);  // specials only
+  // A special token that begins another: "<|a|>" at the end may yet be "<|a|>b".
+  definition.pattern = kGpt2Pattern;
+  for (const char* special : {"<|a|>", "<|a|>b"}) {
+    definition.tokens.push_back(special);
+    definition.used.push_back(true);
+    definition.specials.push_back(TokenId(definition.tokens.size() - 1));
+  }
+  const ByteLevelBpe nested(definition);
+  EXPECT_EQ(nested.last_safe_cut("x<|a|>"), 0u);
+  EXPECT_EQ(nested.last_safe_cut("x<|a|>yy"), 0u);  // nor while "<|endoftext|>" (13) could fit
+  EXPECT_EQ(nested.last_safe_cut("x<|a|>" + std::string(13, 'y')), 6u);
+  EXPECT_EQ(nested.encode("x<|a|>b", true),
+            (std::vector<TokenId>{nested.encode("x", true)[0], *nested.special_token("<|a|>b")}));
+}
+
 TEST(ByteLevelBpe, SpecialTokenOnlyWhenAllowed) {
   const ByteLevelBpe bpe(train_byte_level_bpe("hello world", 260, 1));
   const TokenId eot = *bpe.special_token(kEndOfText);

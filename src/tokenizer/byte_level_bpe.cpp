@@ -137,9 +137,12 @@ std::optional<ByteLevelBpe::SpecialAt> ByteLevelBpe::next_special(std::string_vi
 }
 
 size_t ByteLevelBpe::last_safe_cut(std::string_view text) const {
-  // After the last special token the scan finds: encode() starts afresh there whatever follows.
+  // After the last special token the scan finds: encode() starts afresh there whatever follows,
+  // unless a longer special token that begins with it could end in the text still to come.
+  const size_t longest = special_texts_.empty() ? 0 : special_texts_.front().first.size();
   size_t cut = 0;
-  for (std::optional<SpecialAt> found; (found = next_special(text, cut));)
+  for (std::optional<SpecialAt> found;
+       (found = next_special(text, cut)) && found->at + longest <= text.size();)
     cut = found->at + found->size;
   // For GPT-2's pattern, cut_for_threads' cut (between a printable ASCII character and a
   // newline) after it, unless a special token could hold that newline and the text after it.
