@@ -1,9 +1,15 @@
 // folio eval --ckpt FILE --data FILE.txt|DIR: the exact mean loss over every consecutive
 // block_size window of each split (dropout off), as one JSON line.
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/arguments.h"
 #include "cli/checkpoint_session.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -16,14 +22,16 @@ namespace folio {
 namespace {
 
 constexpr const char* kEvalHelp =
-    "usage: folio eval --ckpt FILE [--data FILE.txt|DIR] [--batch_size N] [--device cpu|cuda|auto] "
-    "[--threads N] [--quiet]\n\n"
+    "usage: folio eval --ckpt FILE [--data FILE.txt|DIR] [--split train|val|both] "
+    "[--max_windows N] [--batch_size N] [--device cpu|cuda|auto] [--threads N] [--quiet]\n\n"
     "Prints one JSON line, {\"block_size\":...,\"train_loss\":...,\"train_windows\":...,"
     "\"val_loss\":...,\"val_windows\":...}:\nthe mean loss over all consecutive "
     "non-overlapping block_size windows of each split, dropout off. DIR is a folder of token "
     "files (folio prepare) of the checkpoint's tokenizer.\nWithout --data the data is "
     "the one the checkpoint was trained on (its recorded data path, or tiny-Shakespeare, fetched "
-    "if absent). Progress goes to stderr\nunless --quiet.\n";
+    "if absent). --split evaluates one\nsplit alone (its keys alone in the line), --max_windows "
+    "the first N windows of each split (a corpus of billions\nof tokens has millions of "
+    "windows). Progress goes to stderr unless --quiet.\n";
 
 }  // namespace
 
@@ -35,8 +43,14 @@ int eval_command(Arguments& arguments) {
   const auto checkpoint_path = arguments.take("ckpt");
   if (!checkpoint_path) arguments.problem("folio eval needs --ckpt FILE");
   const bool quiet = arguments.take_flag("quiet");
+  const std::string split = arguments.take("split").value_or("both");
+  if (split != "train" && split != "val" && split != "both")
+    arguments.problem("--split must be train, val or both, not '" + split + "'");
+  const std::optional<std::string> max_text = arguments.take("max_windows");
+  const size_t max_windows =
+      max_text ? size_t(parse_int_option("max_windows", *max_text, 1, INT32_MAX)) : SIZE_MAX;
   Config base;
-  const std::vector<std::string> eval_options = {"ckpt", "quiet", "help"};
+  const std::vector<std::string> eval_options = {"ckpt", "quiet", "split", "max_windows", "help"};
   arguments.apply_config_keys(base, eval_options);
   const std::string stray = arguments.positionals().empty() ? "" : arguments.positionals().front();
   arguments.finish("eval", eval_options, false,
@@ -48,22 +62,35 @@ int eval_command(Arguments& arguments) {
   check_dataset_fits(*session.data, config.block_size);
   const int batch_size = base.batch_size;
   GPT& model = *session.model;
+  struct Split {
+    const char* name;
+    const TokenSequence& tokens;
+    size_t windows;  // to evaluate
+  };
+  std::vector<Split> splits;
+  for (const auto& [name, tokens] :
+       {std::pair<const char*, const TokenSequence&>{"train", session.data->train()},
+        {"val", session.data->val()}})
+    if (split == "both" || split == name)
+      splits.push_back(
+          Split{name, tokens,
+                std::min(consecutive_window_count(tokens.size(), config.block_size), max_windows)});
   // Progress on stderr, so that stdout stays one JSON line.
-  const size_t train_total = consecutive_window_count(session.data->train().size(), config.block_size);
-  const size_t val_total = consecutive_window_count(session.data->val().size(), config.block_size);
-  TaskProgress evaluating("evaluating " + data_path, double(train_total + val_total), "windows",
+  size_t total = 0;
+  for (const Split& s : splits) total += s.windows;
+  TaskProgress evaluating("evaluating " + data_path, double(total), "windows",
                           StatusLine::standard_error(), !quiet);
-  size_t train_windows = 0, val_windows = 0;
-  const double train_loss =
-      split_loss(model, session.data->train(), config.block_size, batch_size, &train_windows,
-                 [&](size_t done) { evaluating.set_done(double(done)); });
-  const double val_loss =
-      split_loss(model, session.data->val(), config.block_size, batch_size, &val_windows,
-                 [&](size_t done) { evaluating.set_done(double(train_total + done)); });
+  nlohmann::json line = {{"block_size", config.block_size}};
+  size_t before = 0;  // windows of the splits done
+  for (const Split& s : splits) {
+    size_t windows = 0;
+    line[std::string(s.name) + "_loss"] =
+        split_loss(model, s.tokens, config.block_size, batch_size, max_windows, &windows,
+                   [&](size_t done) { evaluating.set_done(double(before + done)); });
+    line[std::string(s.name) + "_windows"] = windows;
+    before += windows;
+  }
   evaluating.finish();
-  const nlohmann::json line = {{"train_loss", train_loss}, {"val_loss", val_loss},
-                               {"train_windows", train_windows}, {"val_windows", val_windows},
-                               {"block_size", config.block_size}};
   std::cout << line.dump() << std::endl;
   return 0;
 }

@@ -37,12 +37,14 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const Dataset& data,
 }
 
 double split_loss(GPT& model, const TokenSequence& split, int block_size, int batch_size,
-                  size_t* windows, const std::function<void(size_t windows_done)>& on_progress) {
-  const size_t count = consecutive_window_count(split.size(), block_size);
+                  size_t max_windows, size_t* windows,
+                  const std::function<void(size_t windows_done)>& on_progress) {
+  const size_t count = std::min(consecutive_window_count(split.size(), block_size), max_windows);
   Batch batch(batch_size, block_size);
   double total = 0.0;
   for (size_t first = 0; first < count; first += batch_size) {
-    const int filled = fill_consecutive_batch(batch, split, first);
+    const int filled = static_cast<int>(
+        std::min<size_t>(fill_consecutive_batch(batch, split, first), count - first));
     model.forward(batch.inputs.data(), batch.targets.data(), filled, block_size, DropoutContext{});
     total += static_cast<double>(model.mean_loss()) * filled;
     if (on_progress) on_progress(first + filled);

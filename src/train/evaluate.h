@@ -29,11 +29,11 @@ std::optional<SplitLosses> estimate_loss_share(GPT& model, const Dataset& data,
                                                const Config& config, uint32_t round, int rank,
                                                int world, const std::function<bool()>& keep_going);
 
-// Mean loss over all consecutive non-overlapping block_size windows of the split, batch_size
-// windows per forward pass. `windows` returns how many windows that was; `on_progress` hears the
-// number of windows done after each pass.
+// Mean loss over the consecutive non-overlapping block_size windows of the split (all of them, or
+// the first `max_windows`), batch_size windows per forward pass. `windows` returns how many
+// windows that was; `on_progress` hears the number of windows done after each pass.
 double split_loss(GPT& model, const TokenSequence& split, int block_size, int batch_size,
-                  size_t* windows = nullptr,
+                  size_t max_windows = SIZE_MAX, size_t* windows = nullptr,
                   const std::function<void(size_t windows_done)>& on_progress = {});
 
 }  // namespace folio

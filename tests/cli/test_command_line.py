@@ -117,7 +117,8 @@ def main(folio, data):
           many.stderr)
     check("ranges are printed without 1000000.000000",
           "[0, 1e+06]" in many.stderr and "000000" not in many.stderr, many.stderr)
-    for args in (["eval", "--ckpt", ckpt, "--bogus=1"], ["bench", "--steps=0"],
+    for args in (["eval", "--ckpt", ckpt, "--bogus=1"], ["eval", "--ckpt", ckpt, "--split=all"],
+                 ["eval", "--ckpt", ckpt, "--max_windows=0"], ["bench", "--steps=0"],
                  ["plot", run_dir, "--width=1"], ["train", "--batch_size=lots"],
                  ["info", ckpt, "--json=maybe"], ["sample"]):
         result = run(folio, *args)

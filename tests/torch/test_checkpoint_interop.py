@@ -81,6 +81,15 @@ def main(folio, data, work):
         if not close(got[split], expected[split]):
             failures.append(f"PyTorch file: {split} folio {got[split]} torch {expected[split]}")
     print("PyTorch file in folio:", got, expected)
+    # One split, its first windows: the loss of the first 50 windows of val (50 T + 1 tokens),
+    # in batches of 8 (the last one partial); its keys alone.
+    T = cfg["block_size"]
+    part = json.loads(run(folio, "eval", "--ckpt", torch_file, "--data", data, "--split", "val",
+                          "--max_windows", "50", "--batch_size", "8", "--quiet"))
+    part_expected = folio_torch.split_loss(model, tokens[n:][:50 * T + 1], T)
+    if sorted(part) != ["block_size", "val_loss", "val_windows"] or part["val_windows"] != 50 \
+            or not close(part["val_loss"], part_expected):
+        failures.append(f"eval --split val --max_windows 50: {part}, torch {part_expected}")
 
     sample = run(folio, "sample", "--ckpt", torch_file, "--data", data, "--max_new_tokens", "50",
                  "--seed", "5")
