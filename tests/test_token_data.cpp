@@ -272,7 +272,8 @@ TEST(TokenizerInterface, GenerationStopsAtTheStopToken) {
 // between train and val and every id must be what tokenize_text gives for the whole text in
 // memory, for GPT-2's pattern (pieces end at its safe newlines and after special tokens) and for
 // cl100k's (after special tokens only), a file and a folder of documents, with pieces far
-// smaller than the text's lines, so that pieces grow, and multi-byte characters fall across them.
+// smaller than the text's lines, so that pieces grow, multi-byte characters and separators fall
+// across them, and an empty document.
 TEST(TokenData, ACorpusReadAPieceAtATimeGivesTheIdsOfTheWholeText) {
   testing::TempDir dir;
   std::mt19937 random(5);
@@ -290,13 +291,13 @@ TEST(TokenData, ACorpusReadAPieceAtATimeGivesTheIdsOfTheWholeText) {
                          " 12345",
                          "<|endoftext|>",
                          "  "};
-  std::string documents[3];
-  for (std::string& document : documents)
-    while (document.size() < 3000) document += words[random() % std::size(words)];
-  documents[2] += std::string(600, 'x');  // a line longer than the pieces
+  std::string documents[4];  // the third one empty
+  for (int d : {0, 1, 3})
+    while (documents[d].size() < 3000) documents[d] += words[random() % std::size(words)];
+  documents[3] += std::string(600, 'x');  // a line longer than the pieces
   std::string whole_folder;
   std::filesystem::create_directories(dir.file("docs"));
-  for (int d = 0; d < 3; ++d) {
+  for (int d = 0; d < 4; ++d) {
     dir.write("docs/" + std::to_string(d) + ".txt", documents[d]);
     whole_folder += documents[d] + kEndOfText;
   }

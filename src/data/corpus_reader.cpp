@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer_files.h"
@@ -14,6 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kCheckData = "check the path (--data FILE|DIR)";
+constexpr std::string_view kSeparator = kEndOfText;
 
 uint64_t size_of(const std::string& path) {
   std::error_code error;
@@ -25,45 +27,62 @@ uint64_t size_of(const std::string& path) {
 }  // namespace
 
 CorpusReader::CorpusReader(const std::string& data) {
-  const auto add = [&](std::string path, uint64_t size) {
-    parts_.push_back(Part{std::move(path), size_, size});
-    size_ += size;
-  };
-  if (!fs::is_directory(data)) {
-    add(data, size_of(data));
-    return;
+  std::vector<std::string> names;
+  if (fs::is_directory(data)) {
+    folder_ = data;
+    separated_ = true;
+    for (const auto& entry : fs::directory_iterator(data)) {
+      std::string name = entry.path().filename().string();
+      if (entry.is_regular_file() && name[0] != '.') names.push_back(std::move(name));
+    }
+    std::sort(names.begin(), names.end());
+    if (names.empty()) throw Error("the folder " + data + " has no files: put text files in it");
+  } else {
+    names.push_back(data);
   }
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(data))
-    if (entry.is_regular_file() && entry.path().filename().string()[0] != '.')
-      files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw Error("the folder " + data + " has no files: put text files in it");
-  for (const std::string& file : files) {
-    add(file, size_of(file));
-    add("", std::string_view(kEndOfText).size());
+  const uint64_t separator = separated_ ? kSeparator.size() : 0;
+  for (std::string& name : names) {
+    name_starts_.push_back(names_.size());
+    starts_.push_back(size_);
+    size_ += size_of(folder_.empty() ? name : (fs::path(folder_) / name).string()) + separator;
+    names_ += name;
+    std::string().swap(name);  // each name is held once
   }
+  name_starts_.push_back(names_.size());
+  starts_.push_back(size_);
+}
+
+std::string CorpusReader::path_of(size_t k) const {
+  const std::string name = names_.substr(name_starts_[k], name_starts_[k + 1] - name_starts_[k]);
+  return folder_.empty() ? name : (fs::path(folder_) / name).string();
 }
 
 void CorpusReader::read(uint64_t offset, size_t count, std::string& out) const {
-  // The first part that ends after `offset`, then on through the parts until `count` is read.
-  auto part = std::upper_bound(parts_.begin(), parts_.end(), offset,
-                               [](uint64_t at, const Part& p) { return at < p.start + p.size; });
-  for (; part != parts_.end() && count > 0; ++part) {
-    const uint64_t from = offset - part->start;
-    const size_t take = size_t(std::min<uint64_t>(count, part->size - from));
-    if (part->path.empty()) {
-      out.append(std::string_view(kEndOfText).substr(size_t(from), take));
-    } else {
-      std::ifstream in(part->path, std::ios::binary);
+  const uint64_t separator = separated_ ? kSeparator.size() : 0;
+  // The document that holds `offset`, then on through the documents until `count` is read.
+  size_t k = size_t(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin());
+  for (k = k == 0 ? 0 : k - 1; k + 1 < starts_.size() && count > 0; ++k) {
+    const uint64_t from = offset - starts_[k];
+    const uint64_t file_bytes = starts_[k + 1] - starts_[k] - separator;
+    if (from < file_bytes) {  // the file's bytes
+      const std::string path = path_of(k);
+      const size_t take = size_t(std::min<uint64_t>(count, file_bytes - from));
+      std::ifstream in(path, std::ios::binary);
       const size_t before = out.size();
       out.resize(before + take);
       if (!in.seekg(std::streamoff(from)) || !in.read(out.data() + before, std::streamsize(take)))
-        throw Error("cannot read " + part->path +
+        throw Error("cannot read " + path +
                     " (it changed or went while being read): " + kCheckData);
+      offset += take;
+      count -= take;
     }
-    offset += take;
-    count -= take;
+    if (count > 0 && separator > 0) {  // the separator after it
+      const uint64_t into = offset - starts_[k] - file_bytes;
+      const size_t take = size_t(std::min<uint64_t>(count, separator - into));
+      out.append(kSeparator.substr(size_t(into), take));
+      offset += take;
+      count -= take;
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // The text `folio prepare` tokenises, read a stretch at a time instead of whole: a FILE, or every
 // regular file of a DIR (name order, hidden files skipped), each followed by <|endoftext|>, as
 // nanoGPT's openwebtext preparation joins its documents. Only what a read asks for is in memory,
-// so a corpus of tens of gigabytes is prepared in a few hundred megabytes (data/text_tokens.h).
+// so a corpus of tens of gigabytes is prepared in a few hundred megabytes (data/text_tokens.h);
+// a folder's documents cost their file names and 16 bytes each, held once.
 #pragma once
 
 #include <cstddef>
@@ -22,11 +23,15 @@ class CorpusReader {
   void read(uint64_t offset, size_t count, std::string& out) const;
 
  private:
-  struct Part {
-    std::string path;  // a file's bytes; empty: the separator after a document
-    uint64_t start = 0, size = 0;
-  };
-  std::vector<Part> parts_;  // in corpus order, starts increasing
+  // Document k: the file named names_[name_starts_[k], name_starts_[k + 1]) in folder_ (folder_
+  // empty: a FILE, whose name is its path), its bytes from corpus byte starts_[k], then the
+  // separator when separated_.
+  std::string path_of(size_t k) const;
+
+  std::string folder_, names_;
+  std::vector<uint64_t> name_starts_;  // documents + 1 entries
+  std::vector<uint64_t> starts_;       // documents + 1 entries: the last is size_
+  bool separated_ = false;
   uint64_t size_ = 0;
 };
 
