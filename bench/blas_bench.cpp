@@ -72,6 +72,12 @@ int main(int argc, char** argv) {
       {"ffwd.net.0 dweight", true, false, 1536, 384, 16384},
       {"attention scores (1 thread)", false, true, 64, 256, 64},
       {"baby ffwd forward", false, true, 768, 512, 128},
+      {"baby ffwd.net.2 dinp", false, false, 768, 512, 128},
+      {"baby ffwd.net.0 dweight", true, false, 512, 128, 768},
+      {"baby qkv forward", false, true, 768, 384, 128},
+      {"baby qkv dinp", false, false, 768, 128, 384},
+      {"baby qkv dweight", true, false, 384, 128, 768},
+      {"baby proj dweight", true, false, 128, 128, 768},
   };
   std::vector<std::pair<std::string, Gemm>> libraries;
 #if defined(FOLIO_BENCH_DNNL)

@@ -23,10 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// How much of the text is read and encoded at a time: large enough to keep every thread busy
-// (the encoder shares it out in parts of 256 KiB), small beside any machine's memory.
-constexpr size_t kPieceBytes = size_t(64) << 20;
-
 // The token files of one split, written as its ids come: llm.c's shards of `shard_tokens` ids
 // (each written whole once full, so a shard's ids are all that is held), then nanoGPT's raw file
 // from the shards' ids (the same uint16 values, after each shard's header).
@@ -59,8 +55,9 @@ class SplitFiles {
         std::string bytes;
         for (const std::string& shard : shards_) {
           const uint64_t size = fs::file_size(shard), header = kShardHeaderInts * 4;
-          for (uint64_t at = header; at < size; at += kPieceBytes) {
-            bytes = read_file_range(shard, at, size_t(std::min<uint64_t>(kPieceBytes, size - at)));
+          for (uint64_t at = header; at < size; at += kCorpusPieceBytes) {
+            bytes = read_file_range(shard, at,
+                                    size_t(std::min<uint64_t>(kCorpusPieceBytes, size - at)));
             raw.write(bytes.data(), bytes.size());
           }
         }
@@ -144,7 +141,7 @@ int prepare_command(Arguments& arguments) {
   {
     TaskProgress progress("counting the characters of " + name, double(corpus.size()), "bytes",
                           StatusLine::standard_error());
-    cut = corpus_character_cut(corpus, 1 - val_fraction, kPieceBytes,
+    cut = corpus_character_cut(corpus, 1 - val_fraction, kCorpusPieceBytes,
                                [&](uint64_t done) { progress.set_done(double(done)); });
     progress.finish();
   }
@@ -163,7 +160,7 @@ int prepare_command(Arguments& arguments) {
     for (int s = 0; s < 2; ++s) {
       SplitFiles files(*out, names[s], shard_tokens, vocab);
       tokenize_corpus(
-          corpus, bounds[s], bounds[s + 1], tokenizer, threads, kPieceBytes,
+          corpus, bounds[s], bounds[s + 1], tokenizer, threads, kCorpusPieceBytes,
           [&](std::vector<TokenId>&& ids) { files.add(ids); },
           [&](uint64_t done) { progress.set_done(double(bounds[s] + done)); });
       counts[s] = files.finish();

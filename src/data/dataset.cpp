@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "data/corpus_reader.h"
+#include "data/text_tokens.h"
 #include "io/whole_file.h"
 #include "tokenizer/byte_level_bpe.h"
 
@@ -93,18 +95,35 @@ std::string bpe_identity(const Tokenizer& tokenizer) {
   return "tokenizer " + sha256_hex(tokenizer_text) + "\n";
 }
 
-// The text file `path` encoded with the BPE `tokenizer`: reading is the first tenth of
+// The text file `path` encoded with the BPE `tokenizer` a piece at a time (data/text_tokens.h),
+// as `folio prepare` encodes it: counting its characters (where train ends) is the first tenth of
 // `on_progress`, encoding the rest.
 Dataset load_text_tokens(const std::string& path, double train_fraction, Tokenizer tokenizer,
                          const DataProgress& on_progress) {
-  const std::string text = read_whole_file(path, "check the path (--data FILE|DIR)");
-  if (text.empty()) throw Error(path + " is empty: train on a text with some text in it");
-  if (on_progress) on_progress(0.1);
-  TextTokens tokens = tokenize_text(text, *tokenizer.bpe(), train_fraction, omp_get_max_threads(),
-                                    [&](size_t done) {
-                                      if (on_progress) on_progress(0.1 + 0.9 * done / text.size());
-                                    });
-  return Dataset::from_text_tokens(path, sha256_hex(text), std::move(tokens), std::move(tokenizer));
+  const CorpusReader text(path);
+  if (text.size() == 0) throw Error(path + " is empty: train on a text with some text in it");
+  const double bytes = static_cast<double>(text.size());
+  const auto report = [&](double fraction) {
+    if (on_progress) on_progress(fraction);
+  };
+  const uint64_t cut =
+      corpus_character_cut(text, train_fraction, kCorpusPieceBytes,
+                           [&](uint64_t done) { report(0.1 * static_cast<double>(done) / bytes); });
+  std::vector<int32_t> ids;
+  size_t train_count = 0;
+  const uint64_t bounds[3] = {0, cut, text.size()};
+  for (int split = 0; split < 2; ++split) {
+    tokenize_corpus(
+        text, bounds[split], bounds[split + 1], *tokenizer.bpe(), omp_get_max_threads(),
+        kCorpusPieceBytes,
+        [&](std::vector<TokenId>&& piece) { ids.insert(ids.end(), piece.begin(), piece.end()); },
+        [&](uint64_t done) {
+          report(0.1 + 0.9 * static_cast<double>(bounds[split] + done) / bytes);
+        });
+    if (split == 0) train_count = ids.size();
+  }
+  return Dataset::from_text_tokens(path, sha256_file_hex(path), std::move(ids), train_count,
+                                   std::move(tokenizer));
 }
 
 }  // namespace
@@ -149,20 +168,19 @@ Dataset Dataset::from_token_files(const std::string& path,
 }
 
 Dataset Dataset::from_text_tokens(const std::string& path, const std::string& text_sha256,
-                                  TextTokens tokens, Tokenizer tokenizer) {
+                                  std::vector<int32_t> ids, size_t train_count,
+                                  Tokenizer tokenizer) {
+  if (train_count > ids.size()) throw Error("internal: more train ids than ids");
   Dataset dataset;
   dataset.path_ = path;
   dataset.tokenizer_ = std::move(tokenizer);
   dataset.identity_ =
       sha256_hex("folio text tokens\n" + text_sha256 + "\n" + bpe_identity(dataset.tokenizer_));
-  auto ids = std::make_unique<std::vector<int32_t>>();
-  ids->reserve(tokens.train.size() + tokens.val.size());
-  for (const std::vector<uint32_t>* split : {&tokens.train, &tokens.val})
-    for (uint32_t id : *split) ids->push_back(static_cast<int32_t>(id));
-  const std::span<const int32_t> all(*ids);
-  dataset.train_ = all.first(tokens.train.size());
-  dataset.val_ = all.subspan(tokens.train.size());
-  dataset.text_ids_ = std::move(ids);
+  auto kept = std::make_unique<std::vector<int32_t>>(std::move(ids));
+  const std::span<const int32_t> all(*kept);
+  dataset.train_ = all.first(train_count);
+  dataset.val_ = all.subspan(train_count);
+  dataset.text_ids_ = std::move(kept);
   return dataset;
 }
 

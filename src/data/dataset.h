@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "data/text_dataset.h"
-#include "data/text_tokens.h"
 #include "data/token_sequence.h"
 #include "data/token_shards.h"
 #include "tokenizer/tokenizer.h"
@@ -26,9 +25,11 @@ class Dataset {
  public:
   // The char ids of a text file.
   static Dataset from_text(TextDataset text);
-  // The BPE ids of the text file `path` whose bytes have the sha256 `text_sha256`.
+  // The BPE ids of the text file `path` whose bytes have the sha256 `text_sha256`: train's
+  // `train_count` ids, then val's.
   static Dataset from_text_tokens(const std::string& path, const std::string& text_sha256,
-                                  TextTokens tokens, Tokenizer tokenizer);
+                                  std::vector<int32_t> ids, size_t train_count,
+                                  Tokenizer tokenizer);
   // The token files `train_files` and `val_files` (in order), read with `tokenizer`; `path`
   // names the folder. Every id is checked below the tokenizer's size.
   static Dataset from_token_files(const std::string& path,

@@ -29,14 +29,6 @@ size_t step_characters(std::string_view text, size_t i, bool at_end, More more) 
 
 }  // namespace
 
-size_t character_cut(std::string_view text, double fraction) {
-  size_t characters = 0;
-  step_characters(text, 0, true, [&] { return ++characters, true; });
-  const size_t cut = size_t(double(characters) * fraction);
-  size_t k = 0;
-  return step_characters(text, 0, true, [&] { return k++ < cut; });
-}
-
 uint64_t corpus_character_cut(const CorpusReader& corpus, double fraction, size_t piece_bytes,
                               const std::function<void(uint64_t bytes_done)>& on_bytes) {
   // Where each piece's stepping began: (byte offset, characters before it).
@@ -90,24 +82,6 @@ void tokenize_corpus(const CorpusReader& corpus, uint64_t begin, uint64_t end,
     wanted = piece_bytes;
     if (on_bytes) on_bytes(next - begin - text.size());
   }
-}
-
-TextTokens tokenize_text(std::string_view text, const ByteLevelBpe& tokenizer,
-                         double train_fraction, int threads,
-                         const std::function<void(size_t bytes_done)>& on_bytes) {
-  const size_t cut = character_cut(text, train_fraction);
-  const std::string_view splits[2] = {text.substr(0, cut), text.substr(cut)};
-  TextTokens tokens;
-  std::vector<uint32_t>* ids[2] = {&tokens.train, &tokens.val};
-  for (int s = 0; s < 2; ++s) {
-    const size_t before = s == 0 ? 0 : cut;
-    const auto progress = [&](size_t bytes_done) {
-      if (on_bytes) on_bytes(before + bytes_done);
-    };
-    const std::vector<TokenId> split_ids = tokenizer.encode(splits[s], true, threads, progress);
-    ids[s]->assign(split_ids.begin(), split_ids.end());
-  }
-  return tokens;
 }
 
 }  // namespace folio
