@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   const std::string first = argc < 2 ? "" : argv[1];
   if (first.empty() || first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
     std::cout << kUsage;
+    if (first.empty())
+      std::fprintf(stderr, "folio: error: no command given: name one of those above\n");
     return first.empty() ? 2 : 0;
   }
   if (first == "--version" || first == "version") {

@@ -91,7 +91,7 @@ def main():
     # 2. import.
     checkpoint = os.path.join(WORK, "imported.safetensors")
     started = time.perf_counter()
-    print(folio("import", "--hf", source, "--out", checkpoint).strip())
+    print(folio("import", "--hf", source, "--out", checkpoint, "--force").strip())
     print(f"import took {time.perf_counter() - started:.2f} s")
     dump = os.path.join(WORK, "dump.safetensors")
     prompt = ids[:8]

@@ -125,20 +125,36 @@ std::optional<double> Arguments::take_double(const std::string& name, double min
   return value;
 }
 
-void Arguments::apply_config_keys(Config& config, const std::vector<std::string>& command_options) {
+std::vector<std::string> Arguments::apply_config_keys(
+    Config& config, const std::vector<std::string>& command_options, const std::string& command) {
+  const std::string help = command == "train" ? "`folio train --help` lists every config key"
+                                              : "`folio " + command + " --help` lists its options";
+  std::vector<std::string> given;
+  std::vector<const Option*> applied;
   for (const Option& option : options_) {
     if (find_config_key(option.name) == nullptr) {
-      problem(unknown_option(option.name, nearest_name(option.name, command_options, true)) +
-              "; `folio train --help` lists every config key");
+      problem(unknown_option(option.name, nearest_name(option.name, command_options, true)) + "; " +
+              help);
       continue;
     }
     if (!option.value) {
       problem("--" + option.name + " needs a value (--" + option.name + "=VALUE)");
       continue;
     }
+    const auto same_key = [&](const Option* earlier) { return earlier->name == option.name; };
+    if (const auto earlier = std::find_if(applied.begin(), applied.end(), same_key);
+        earlier != applied.end()) {
+      if ((*earlier)->value != option.value)
+        problem("--" + option.name + " is given twice (" + *(*earlier)->value + " and " +
+                *option.value + "): give it once");
+      continue;
+    }
+    applied.push_back(&option);
+    given.push_back(option.name);
     collect([&] { set_config_value(config, option.name, *option.value); });
   }
   options_.clear();
+  return given;
 }
 
 void Arguments::finish(const std::string& command, const std::vector<std::string>& command_options,

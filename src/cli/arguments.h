@@ -34,9 +34,13 @@ class Arguments {
   std::optional<double> take_double(const std::string& name, double min, double max);
   // The positional arguments, in order.
   const std::vector<std::string>& positionals() const { return positionals_; }
-  // Applies every remaining option to `config` as a config key; an option that is neither a
-  // config key nor in `command_options` is a problem naming the nearest known name.
-  void apply_config_keys(Config& config, const std::vector<std::string>& command_options);
+  // Applies every remaining option to `config` as a config key and returns their names; an
+  // option that is neither a config key nor in `command_options` is a problem naming the nearest
+  // known name and `folio COMMAND --help`, and so is a key given twice with different values
+  // (the last would silently win).
+  std::vector<std::string> apply_config_keys(Config& config,
+                                             const std::vector<std::string>& command_options,
+                                             const std::string& command);
 
   // Records one problem of the command line (thrown later by finish()).
   void problem(const std::string& message) { problems_.push_back(message); }

@@ -279,7 +279,7 @@ int bench_command(Arguments& arguments) {
   arguments.collect([&] { config = load_config(config_name); });
   const std::vector<std::string> bench_options = {"config", "steps",   "warmup",     "graph",
                                                   "ladder", "profile", "vocab_size", "help"};
-  arguments.apply_config_keys(config, bench_options);
+  arguments.apply_config_keys(config, bench_options, "bench");
   arguments.finish("bench", bench_options, false,
                    "the preset is named with --config NAME (e.g. --config tiny)");
   arguments.collect([&] { validate_config(config); });

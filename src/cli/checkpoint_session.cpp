@@ -1,5 +1,6 @@
 #include "cli/checkpoint_session.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -66,6 +67,34 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
                                   "checkpoint " + checkpoint_path);
   }
   return session;
+}
+
+void check_keys_for_checkpoint(const std::vector<std::string>& given, const Config& values,
+                               const LoadedCheckpoint& checkpoint, const std::string& command,
+                               const std::vector<std::string>& recipe_keys_read) {
+  std::string problems;
+  const auto add = [&](const std::string& problem) {
+    if (!problems.empty()) problems += '\n';
+    problems += problem;
+  };
+  for (const std::string& name : given) {
+    const ConfigKey& key = *find_config_key(name);
+    if (key.scope == ConfigScope::kHost) continue;
+    if (key.scope == ConfigScope::kModel) {
+      if (!checkpoint.written_by_folio) continue;
+      const std::string own = get_config_value(checkpoint.config, key);
+      const std::string asked = get_config_value(values, key);
+      if (own != asked)
+        add("--" + name + " " + asked + " is not the model in " + checkpoint.path + " (" + name +
+            " = " + own + "): folio " + command + " takes the model from the checkpoint; drop --" +
+            name);
+      continue;
+    }
+    if (std::find(recipe_keys_read.begin(), recipe_keys_read.end(), name) == recipe_keys_read.end())
+      add("--" + name + " does nothing in folio " + command + ": drop it (folio " + command +
+          " --help lists what it reads)");
+  }
+  if (!problems.empty()) throw UsageError(problems);
 }
 
 }  // namespace folio

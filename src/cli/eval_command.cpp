@@ -51,12 +51,14 @@ int eval_command(Arguments& arguments) {
       max_text ? size_t(parse_int_option("max_windows", *max_text, 1, INT32_MAX)) : SIZE_MAX;
   Config base;
   const std::vector<std::string> eval_options = {"ckpt", "quiet", "split", "max_windows", "help"};
-  arguments.apply_config_keys(base, eval_options);
+  const std::vector<std::string> given = arguments.apply_config_keys(base, eval_options, "eval");
   const std::string stray = arguments.positionals().empty() ? "" : arguments.positionals().front();
   arguments.finish("eval", eval_options, false,
                    "name the checkpoint with --ckpt " + stray + " and the text with --data FILE");
   CheckpointSession session =
       open_checkpoint(*checkpoint_path, base.data, base, /*needs_data=*/true);
+  check_keys_for_checkpoint(given, base, session.checkpoint, "eval",
+                            {"batch_size", "train_fraction", "dtype", "tf32"});
   const std::string& data_path = session.data_path;
   const Config& config = session.checkpoint.config;
   check_dataset_fits(*session.data, config.block_size);

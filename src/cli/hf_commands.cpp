@@ -3,11 +3,13 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/checkpoint_session.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "data/text_dataset.h"
 #include "io/checkpoint.h"
 #include "io/hf_gpt2.h"
+#include "io/whole_file.h"
 #include "model/parameter_layout.h"
 #include "tokenizer/tokenizer.h"
 
@@ -16,7 +18,7 @@ namespace folio {
 namespace {
 
 constexpr const char* kImportHelp =
-    "usage: folio import --hf DIR --out FILE.safetensors [--tokenizer gpt2|DIR|FILE] "
+    "usage: folio import --hf DIR --out FILE.safetensors [--tokenizer gpt2|DIR|FILE] [--force] "
     "[--KEY=VALUE ...]\n\n"
     "Reads a Hugging Face GPT-2 model folder (GPT2LMHeadModel: config.json and "
     "model.safetensors, as save_pretrained\nwrites them) and writes a folio checkpoint that "
@@ -27,7 +29,7 @@ constexpr const char* kImportHelp =
     "the model: DIR's tokenizer.json\n(or vocab.json + merges.txt), or --tokenizer. What folio "
     "cannot compute exactly (another attention scaling,\na different LayerNorm eps, n_inner other "
     "than 4 * n_embd...) is refused, naming the key. pytorch_model.bin is not\nread: the error "
-    "says how to convert it.\n";
+    "says how to convert it. An existing FILE is replaced only with --force.\n";
 
 constexpr const char* kExportHelp =
     "usage: folio export --ckpt FILE --hf DIR [--force]\n\n"
@@ -53,15 +55,30 @@ int import_command(Arguments& arguments) {
   const auto dir = arguments.take("hf");
   const auto out = arguments.take("out");
   const auto tokenizer_spec = arguments.take("tokenizer");
+  const bool force = arguments.take_flag("force");
   if (!dir) arguments.problem("folio import needs --hf DIR, the Hugging Face model folder");
   if (!out) arguments.problem("folio import needs --out FILE.safetensors, the checkpoint to write");
   // The recipe stored with the model: the gpt2 preset's, then the command line's keys.
   Config base = hf_gpt2_base_config();
-  const std::vector<std::string> options = {"hf", "out", "tokenizer", "help"};
-  arguments.apply_config_keys(base, options);
+  const std::vector<std::string> options = {"hf", "out", "tokenizer", "force", "help"};
+  const std::vector<std::string> given = arguments.apply_config_keys(base, options, "import");
   arguments.finish("import", options);
+  check_new_output_file(*out, force, "--out");
 
   HfGpt2Model model = read_hf_gpt2(*dir, base);
+  // A key that config.json decides (the structure, the dropout rates) would be overridden
+  // silently: say so instead.
+  std::string overridden;
+  for (const std::string& name : given) {
+    const ConfigKey& key = *find_config_key(name);
+    const std::string asked = get_config_value(base, key);
+    const std::string read = get_config_value(model.config, key);
+    if (asked == read) continue;
+    if (!overridden.empty()) overridden += '\n';
+    overridden += "--" + name + " " + asked + ": " + *dir + "/config.json makes it " + read +
+                  "; drop --" + name;
+  }
+  if (!overridden.empty()) throw UsageError(overridden);
   if (tokenizer_spec) {
     model.tokenizer = Tokenizer::load(*tokenizer_spec);
     check_tokenizer_fits(*model.tokenizer, model.shape, "the tokenizer " + *tokenizer_spec);
@@ -93,17 +110,17 @@ int export_command(Arguments& arguments) {
   if (!dir) arguments.problem("folio export needs --hf DIR, the folder to write");
   Config base;
   const std::vector<std::string> options = {"ckpt", "hf", "force", "help"};
-  arguments.apply_config_keys(base, options);
+  const std::vector<std::string> given = arguments.apply_config_keys(base, options, "export");
   arguments.finish("export", options);
 
   std::optional<TextDataset> data;
   if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);
   const LoadedCheckpoint checkpoint =
       load_checkpoint(*checkpoint_path, base, data ? &data->vocabulary : nullptr);
+  check_keys_for_checkpoint(given, base, checkpoint, "export", {"train_fraction"});
   const std::vector<float> parameters = checkpoint.parameters->read_all();  // the export needs them
   const std::string weights = (std::filesystem::path(*dir) / "model.safetensors").string();
-  if (!force && std::filesystem::exists(weights))
-    throw Error(weights + " exists: pass --force to replace it, or choose another --hf DIR");
+  check_new_output_file(weights, force, "--hf DIR");
   try {
     write_hf_gpt2(*dir, checkpoint.config, checkpoint.shape, parameters, checkpoint.tokenizer);
   } catch (const Error& error) {

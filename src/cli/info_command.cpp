@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/checkpoint_session.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/sha256.h"
@@ -27,7 +28,7 @@ int info_command(Arguments& arguments) {
   std::optional<std::string> path = arguments.take("ckpt");
   Config base;
   const std::vector<std::string> info_options = {"ckpt", "json", "help"};
-  arguments.apply_config_keys(base, info_options);
+  const std::vector<std::string> given = arguments.apply_config_keys(base, info_options, "info");
   const std::vector<std::string>& positionals = arguments.positionals();
   for (size_t i = 0; i < positionals.size(); ++i) {
     if (!path)
@@ -41,6 +42,7 @@ int info_command(Arguments& arguments) {
   std::optional<TextDataset> data;
   if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);
   LoadedCheckpoint checkpoint = load_checkpoint(*path, base, data ? &data->vocabulary : nullptr);
+  check_keys_for_checkpoint(given, base, checkpoint, "info", {"train_fraction"});
   // Every value is read and checked (the data checksum, finite, a tied head equal to the
   // embedding), none kept.
   checkpoint.parameters->write([](size_t, const float*, size_t) {});

@@ -134,6 +134,7 @@ int prepare_command(Arguments& arguments) {
   const ByteLevelBpe tokenizer = load_tokenizer(*spec);
   const CorpusReader corpus(*data);
   if (corpus.size() == 0) throw Error(*data + " is empty: prepare a text with some text in it");
+  make_output_folder(*out, "--out DIR");  // before the work, not after it
   const std::string name = fs::path(*data).filename().string();
   // The corpus is read a piece at a time, twice: once to count its characters (where train ends),
   // then to encode it; what is held is a piece of text, its ids and a shard's ids.
@@ -149,7 +150,6 @@ int prepare_command(Arguments& arguments) {
     throw Error("the " + std::string(cut == 0 ? "train" : "val") + " split of " + *data +
                 " has no tokens: give more text, or another --val_fraction");
 
-  fs::create_directories(*out);
   const size_t vocab = tokenizer.vocab_size();
   size_t counts[2] = {0, 0};
   {

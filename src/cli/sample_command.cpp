@@ -12,6 +12,7 @@
 #include "cli/checkpoint_session.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/whole_file.h"
 #include "model/generate.h"
 
 namespace folio {
@@ -38,11 +39,7 @@ std::string prompt_bytes(const std::optional<std::string>& text,
     return text.value_or("");
   }
   *origin = "--prompt_file " + *file;
-  std::ifstream in(*file, std::ios::binary);
-  if (!in) throw Error(*origin + ": cannot read the file: does it exist?");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  return read_whole_file(*file, "give --prompt_file a file that holds the prompt");
 }
 
 }  // namespace
@@ -75,7 +72,8 @@ int sample_command(Arguments& arguments) {
   const std::vector<std::string> sample_options = {
       "ckpt",  "prompt",      "prompt_file", "max_new_tokens", "temperature", "top_k",
       "top_p", "num_samples", "seed",        "quiet",          "help"};
-  arguments.apply_config_keys(base, sample_options);
+  const std::vector<std::string> given =
+      arguments.apply_config_keys(base, sample_options, "sample");
   const std::string stray = arguments.positionals().empty() ? "" : arguments.positionals().front();
   arguments.finish("sample", sample_options, false,
                    "to start the text from it, pass --prompt '" + stray + "'");
@@ -83,6 +81,7 @@ int sample_command(Arguments& arguments) {
   const std::string prompt = prompt_bytes(prompt_text, prompt_file, &prompt_origin);
 
   CheckpointSession session = open_checkpoint(*checkpoint_path, base.data, base);
+  check_keys_for_checkpoint(given, base, session.checkpoint, "sample", {"dtype", "tf32"});
   const Tokenizer& tokenizer = session.checkpoint.tokenizer;
   std::vector<int32_t> context = tokenizer.encode(prompt, prompt_origin);
   if (context.empty()) context.push_back(tokenizer.start_token());

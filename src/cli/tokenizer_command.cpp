@@ -2,6 +2,8 @@
 // your text, written as a Hugging Face tokenizer.json.
 #include <omp.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,27 +22,35 @@ namespace folio {
 int tokenizer_command(Arguments& arguments) {
   const auto& positionals = arguments.positionals();
   if (arguments.take_flag("help") || positionals.empty()) {
-    std::cout << "usage: folio tokenizer train --data FILE --vocab_size N --out tok.json "
-                 "[--pattern gpt2|cl100k|REGEX] [--threads N]\n\n"
-                 "Learns a byte-level BPE from the text in FILE, as GPT-2's tokenizer was made "
-                 "(GPT-2's\npre-tokenisation, the most frequent pair merged first), with N tokens: "
-                 "256 bytes,\nN - 257 merges and <|endoftext|> (the last id). Writes it as a "
-                 "tokenizer.json that Hugging\nFace tokenizers loads, and that folio tokenize and "
-                 "folio prepare take as --tokenizer.\n--pattern picks the pre-tokenisation: gpt2 "
-                 "(the default), cl100k (GPT-4's, also Llama 3's)\nor a regex of your own (PCRE2 "
-                 "syntax, Unicode properties).\n";
-    return positionals.empty() ? 2 : 0;
+    std::cout
+        << "usage: folio tokenizer train --data FILE --vocab_size N --out tok.json "
+           "[--pattern gpt2|cl100k|REGEX] [--threads N] [--force]\n\n"
+           "Learns a byte-level BPE from the text in FILE, as GPT-2's tokenizer was made "
+           "(GPT-2's\npre-tokenisation, the most frequent pair merged first), with N tokens: "
+           "256 bytes,\nN - 257 merges and <|endoftext|> (the last id). Writes it as a "
+           "tokenizer.json that Hugging\nFace tokenizers loads, and that folio tokenize and "
+           "folio prepare take as --tokenizer.\n--pattern picks the pre-tokenisation: gpt2 "
+           "(the default), cl100k (GPT-4's, also Llama 3's)\nor a regex of your own (PCRE2 "
+           "syntax, Unicode properties). An existing tok.json is replaced only with --force.\n";
+    if (!positionals.empty()) return 0;
+    std::fprintf(stderr, "folio: error: folio tokenizer needs its action: folio tokenizer train\n");
+    return 2;
   }
-  if (positionals[0] != "train" || positionals.size() != 1)
+  if (positionals[0] != "train")
     throw UsageError(
         "folio tokenizer has one action, train: folio tokenizer train --data FILE "
         "--vocab_size N --out tok.json");
+  if (positionals.size() > 1)
+    throw UsageError("unexpected argument '" + positionals[1] +
+                     "': options are written --key VALUE (folio tokenizer --help)");
   const std::optional<std::string> data = arguments.take("data");
   const std::optional<std::string> vocab_text = arguments.take("vocab_size");
   const std::optional<std::string> out = arguments.take("out");
   const std::optional<std::string> threads_text = arguments.take("threads");
   const std::string pattern_text = arguments.take("pattern").value_or("gpt2");
-  arguments.finish("tokenizer train", {"data", "vocab_size", "out", "threads", "pattern", "help"},
+  const bool force = arguments.take_flag("force");
+  arguments.finish("tokenizer train",
+                   {"data", "vocab_size", "out", "threads", "pattern", "force", "help"},
                    /*positionals_allowed=*/true);  // "train", checked above
   if (!data || !vocab_text || !out)
     throw UsageError("folio tokenizer train needs --data FILE --vocab_size N --out tok.json");
@@ -52,7 +62,12 @@ int tokenizer_command(Arguments& arguments) {
                               : pattern_text == "cl100k" ? std::string(kCl100kPattern)
                                                          : pattern_text;
   if (pattern.empty()) throw UsageError("--pattern is empty: give gpt2, cl100k or a regex");
+  // A word of letters and digits is a misspelt name ("gpt3"), not a regex anyone means: as one it
+  // would split the text only where that word stands.
+  if (std::all_of(pattern.begin(), pattern.end(), [](char c) { return std::isalnum(uint8_t(c)); }))
+    throw UsageError("--pattern " + pattern + ": no such pattern; give gpt2, cl100k or a regex");
   PreTokenizer{pattern};  // a regex that does not compile is one error line, before any work
+  check_new_output_file(*out, force, "--out");
   const std::string text = read_whole_file(*data, "check the path (--data FILE)");
   if (text.empty()) throw Error(*data + " is empty: train on a text file with some text in it");
 

@@ -163,11 +163,14 @@ int train_command(Arguments& arguments) {
   if (!resume_dir.empty()) {
     if (arguments.take("config"))
       arguments.problem("--resume takes the config of the run it resumes; drop --config");
+    if (!init_from.empty())
+      arguments.problem("--resume continues a run from its own weights; drop --init_from " +
+                        init_from + ", or start a new run with it in another --out_dir");
     state = load_training_state(training_state_path(resume_dir));
     config = state->config;
     config.out_dir = resume_dir;
     const Config before = config;
-    arguments.apply_config_keys(config, kTrainOptions);
+    arguments.apply_config_keys(config, kTrainOptions, "train");
     for (const ConfigKey& key : config_keys())
       if (get_config_value(before, key) != get_config_value(config, key) &&
           !may_change_on_resume(key))
@@ -184,7 +187,7 @@ int train_command(Arguments& arguments) {
     else
       arguments.collect(
           [&] { config = load_config(config_name.value_or("shakespeare_char")); });
-    arguments.apply_config_keys(config, kTrainOptions);
+    arguments.apply_config_keys(config, kTrainOptions, "train");
   }
   arguments.finish("train", kTrainOptions, false,
                    "options are written --key=value (the text is --data FILE)");

@@ -194,7 +194,15 @@ std::string get_config_value(const Config& config, const ConfigKey& key) {
 }
 
 void apply_config_text(Config& config, const std::string& text, const std::string& origin) {
-  std::istringstream lines(text);
+  // A config is text: a NUL byte means a checkpoint or another binary file was named instead.
+  if (text.find('\0') != std::string::npos)
+    throw Error(origin +
+                " is not a text config file (it holds NUL bytes): give a file of "
+                "`key = value` lines, as configs/*.conf are");
+  // Editors on Windows may begin a UTF-8 file with a byte-order mark; it is not part of a key.
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  std::istringstream lines(text.starts_with(kByteOrderMark) ? text.substr(kByteOrderMark.size())
+                                                            : text);
   std::string line;
   int line_number = 0;
   // Each key's first line and value: a key set twice is a mistake (which one was meant?).
@@ -228,6 +236,10 @@ void apply_config_text(Config& config, const std::string& text, const std::strin
 }
 
 void validate_config(const Config& config) {
+  if (config.train_fraction <= 0)
+    throw Error(
+        "train_fraction is 0: no text would be left to train on; give a fraction above 0 "
+        "(the seeds' is 0.9)");
   if (config.head_size == 0 && config.n_embd % config.n_head != 0)
     throw Error("n_embd (" + std::to_string(config.n_embd) + ") is not divisible by n_head (" +
                 std::to_string(config.n_head) +

@@ -432,10 +432,7 @@ void write_hf_gpt2(const std::string& dir, const Config& config, const ModelShap
   const std::vector<TensorToWrite> tensors =
       hf_state_dict_views(shape, layout, flat);  // may refuse
   const int eos = tokenizer.end_of_text().value_or(-1);
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (!fs::is_directory(dir))
-    throw Error("cannot make the folder " + dir + ": check the path and permissions");
+  make_output_folder(dir, "--hf DIR");
   const fs::path folder(dir);
   // transformers checks "format": "pt" before loading a safetensors file into PyTorch.
   write_safetensors((folder / "model.safetensors").string(), tensors, {{"format", "pt"}});

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/whole_file.h"
 
 namespace folio {
 
@@ -41,9 +42,7 @@ void RunDirectory::prepare(bool continuing_or_overwriting) const {
         throw Error("out_dir " + out_dir_ + " already holds a run (" + name +
                     "): continue it with --resume " + out_dir_ +
                     ", or choose another --out_dir, or pass --overwrite to replace it");
-  std::filesystem::create_directories(out_dir_, error);
-  if (error || !std::filesystem::is_directory(out_dir_))
-    throw Error("cannot create out_dir " + out_dir_ + ": " + error.message());
+  make_output_folder(out_dir_, "--out_dir");
   for (const auto& entry : std::filesystem::directory_iterator(out_dir_, error)) {
     const std::string name = entry.path().filename().string();
     for (const char* file : {kCheckpoint, kState, kMetrics, kMetricsTable})

@@ -192,11 +192,11 @@ size_t SafetensorsTensor::element_count() const {
 SafetensorsFile SafetensorsFile::read(const std::string& path, DataCheck check) {
   std::error_code error;
   if (!std::filesystem::exists(path, error))
-    throw Error("checkpoint " + path + " does not exist: pass --ckpt with a file written by "
-                "`folio train` (out_dir/ckpt.safetensors)");
+    throw Error("checkpoint " + path +
+                " does not exist: give the path of a file written by "
+                "`folio train` (OUT_DIR/ckpt.safetensors)");
   if (std::filesystem::is_directory(path, error))
-    throw Error("checkpoint " + path + " is a directory: pass --ckpt with the ckpt.safetensors "
-                "file inside it");
+    throw Error("checkpoint " + path + " is a folder: give the ckpt.safetensors file inside it");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open checkpoint " + path + ": check its permissions");
   auto file = std::make_shared<FileBytes>(fd);
@@ -232,6 +232,14 @@ SafetensorsFile SafetensorsFile::open(std::shared_ptr<const SafetensorsBytes> by
   result.read_bytes(0, 8, length);
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(length[i]);
+  char first_header_byte = '\0';
+  if (file_size > 8) result.read_bytes(8, 1, &first_header_byte);
+  // A safetensors file is an 8-byte length, then a JSON object: anything else (a text, a
+  // PyTorch .pt zip) fails here, whatever its first 8 bytes happen to say as a length.
+  if (file_size > 8 && first_header_byte != '{')
+    corrupt(path,
+            "it does not start with a length and a JSON header; give a checkpoint that folio "
+            "train (OUT_DIR/ckpt.safetensors) or safetensors' save_file wrote");
   if (header_size > kMaxHeaderBytes)
     corrupt(path, "its header claims " + std::to_string(header_size) + " bytes (limit 100 MiB)");
   if (header_size > file_size - 8)
@@ -247,7 +255,7 @@ SafetensorsFile SafetensorsFile::open(std::shared_ptr<const SafetensorsBytes> by
   } catch (const nlohmann::json::exception&) {
     corrupt(path, "its header is not valid JSON");
   }
-  if (!header.is_object()) corrupt(path, "its header is not a JSON object");
+  // It began with '{' (checked above), so a header that parses is an object.
   std::vector<std::pair<size_t, size_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {

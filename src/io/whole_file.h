@@ -2,6 +2,7 @@
 // files and tokenizers.
 #pragma once
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,8 +13,12 @@
 
 namespace folio {
 
-// The bytes of `path`; an unreadable file is an Error naming it, then `fix`.
+// The bytes of `path`; an unreadable file, or a folder (which an ifstream opens and reads as
+// empty on Linux), is an Error naming it, then `fix`.
 inline std::string read_whole_file(const std::string& path, const std::string& fix) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw Error(path + " is a folder, not a file: " + fix);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path + ": " + fix);
   std::ostringstream bytes;
@@ -25,6 +30,28 @@ inline std::string read_whole_file(const std::string& path, const std::string& f
 // fsynced, renamed over `path`): after a crash or a full disk, `path` is complete or as it was.
 inline void write_whole_file(const std::string& path, const std::string_view bytes) {
   write_file_atomically(path, [&](AtomicFileWriter& out) { out.write(bytes.data(), bytes.size()); });
+}
+
+// Refuses to write over what is at `path` unless `force`: a file there may be a good checkpoint or
+// a run's training state, which a mistyped output option must not destroy. `option` names what
+// chose the path ("--out"), for the fix. A folder there is refused even with `force`.
+inline void check_new_output_file(const std::string& path, bool force, const std::string& option) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw Error(path + " is a folder: give " + option + " a file name");
+  if (!force && std::filesystem::exists(path, error))
+    throw Error(path + " exists: pass --force to replace it, or choose another " + option);
+}
+
+// Makes the folder `path` (and its parents) for a command's output, or says why it cannot and
+// which option chose it (`option`: "--out_dir", "--out DIR").
+inline void make_output_folder(const std::string& path, const std::string& option) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (!std::filesystem::is_directory(path))
+    throw Error("cannot create the folder " + path + " (" +
+                (error ? error.message() : "a file is there") + "): give " + option +
+                " a folder you can write");
 }
 
 }  // namespace folio

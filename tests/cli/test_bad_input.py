@@ -59,6 +59,13 @@ def main(folio, data):
             header["blocks.0.ffwd.net.0.weight"]["shape"]))
     rewrite_header(good, wrong_shape, transpose)
 
+    # A tokenizer for the prepare cases, and files of the wrong kind.
+    tokenizer = os.path.join(work, "tok.json")
+    subprocess.run([folio, "tokenizer", "train", "--data", data, "--vocab_size", "300", "--out",
+                    tokenizer], check=True, capture_output=True)
+    text_as_checkpoint = path("text.safetensors", b"To be or not to be, that is the question.\n")
+    bom_config = path("bom.conf", b"\xef\xbb\xbfn_layer = 2\n")
+
     train = [folio, "train", "--out_dir", out_dir] + common
     cases = [
         ("missing data file", train + ["--data", os.path.join(work, "nope.txt")], "does not exist"),
@@ -84,6 +91,37 @@ def main(folio, data):
         ("checkpoint for training", train + ["--data", data, "--init_from", truncated],
          "truncated"),
         ("unknown command", [folio, "trian"], "unknown command"),
+        # Outputs that would replace a good checkpoint, or could not be written.
+        ("import over a checkpoint", [folio, "import", "--hf", work, "--out", good],
+         "exists: pass --force to replace it"),
+        ("tokenizer over a checkpoint", [folio, "tokenizer", "train", "--data", data,
+                                         "--vocab_size", "300", "--out", good], "exists"),
+        ("misspelt pattern name", [folio, "tokenizer", "train", "--data", data, "--vocab_size",
+                                   "300", "--out", os.path.join(work, "t2.json"), "--pattern",
+                                   "gpt3"], "no such pattern; give gpt2, cl100k or a regex"),
+        ("prepare into a file", [folio, "prepare", "--data", data, "--tokenizer", tokenizer,
+                                 "--out", os.path.join(short, "tokens")],
+         "give --out DIR a folder you can write"),
+        # Inputs of the wrong kind.
+        ("a folder as the prompt file", [folio, "sample", "--ckpt", good, "--prompt_file", work],
+         "is a folder, not a file"),
+        ("a text as a checkpoint", [folio, "eval", "--ckpt", text_as_checkpoint, "--data", data],
+         "does not start with a length and a JSON header"),
+        ("a checkpoint as a config", [folio, "train", "--config", good, "--data", data,
+                                      "--out_dir", out_dir], "is not a text config file"),
+        # Options that would be silently ignored or overridden.
+        ("resume and init_from", [folio, "train", "--resume", out_dir, "--init_from", good],
+         "drop --init_from"),
+        ("a model key in eval", [folio, "eval", "--ckpt", good, "--data", data, "--block_size=8"],
+         "folio eval takes the model from the checkpoint; drop --block_size"),
+        ("a training key in sample", [folio, "sample", "--ckpt", good, "--learning_rate=1"],
+         "--learning_rate does nothing in folio sample"),
+        ("a key given twice", train + ["--data", data, "--seed=2", "--seed=3"],
+         "--seed is given twice (2 and 3)"),
+        ("a misspelt sample option", [folio, "sample", "--ckpt", good, "--temprature=0.5"],
+         "`folio sample --help` lists its options"),
+        ("no training text", train + ["--data", data, "--train_fraction=0"],
+         "train_fraction is 0"),
         ("sample without --ckpt", [folio, "sample"], "needs --ckpt"),
     ]
     failures = []
@@ -92,6 +130,17 @@ def main(folio, data):
         problems = refusal_problems(result, expected)
         if sha256(good) != good_hash:
             problems.append("the good checkpoint changed")
+        report(name, result, problems, failures)
+    # Accepted: a key given twice with one value, and a config file that starts with a UTF-8
+    # byte-order mark (as some editors write it).
+    for name, command, expected in [
+            ("a key given twice alike", [folio, "train", "--config", "tiny", "--max_iters=2",
+                                         "--max_iters=2", "--print_config"], "max_iters = 2"),
+            ("a config with a byte-order mark", [folio, "train", "--config", bom_config,
+                                                 "--print_config"], "n_layer = 2")]:
+        result = subprocess.run(command, capture_output=True, text=True)
+        problems = [] if result.returncode == 0 and expected in result.stdout else [
+            f"exit {result.returncode}, {expected!r} not printed"]
         report(name, result, problems, failures)
     print(f"{len(cases) - len(failures)}/{len(cases)} cases passed")
     return 1 if failures else 0

@@ -146,7 +146,7 @@ def main(folio, data):
     result = subprocess.run([folio, "eval", "--ckpt", out_dir, "--data", data],
                             capture_output=True, text=True)
     runs += 1
-    report("a folder as checkpoint", result, refusal_problems(result, "is a directory"), failures)
+    report("a folder as checkpoint", result, refusal_problems(result, "is a folder"), failures)
     print(f"{runs - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 

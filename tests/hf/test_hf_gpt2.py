@@ -245,6 +245,20 @@ def main():
         compare(f"folio-trained {name}, exported", config, tensors, trained, ids, [0, 1])
 
     # 4. Refusals, each one line naming the cause.
+    folder, _, _ = fixture("replaced")
+    out = os.path.join(WORK, "replaced.safetensors")
+    refused(["import", "--hf", folder, "--out", out, "--n_layer=5"],
+            ["--n_layer 5", "config.json makes it 2"], "a structure key config.json decides",
+            exit_code=2)
+    result = run("import", "--hf", folder, "--out", out, "--learning_rate=1e-4")
+    check(result.returncode == 0, f"import with a recipe key {result.stderr.strip()}")
+    before = open(out, "rb").read()
+    refused(["import", "--hf", folder, "--out", out], ["exists: pass --force"],
+            "import over an existing checkpoint")
+    check(open(out, "rb").read() == before, "a refused import leaves the checkpoint as it was")
+    result = run("import", "--hf", folder, "--out", out, "--force")
+    check(result.returncode == 0 and open(out, "rb").read() != before,
+          f"import --force replaces it (with the default recipe) {result.stderr.strip()}")
     folder, _, _ = fixture("bad", extra_config={"scale_attn_by_inverse_layer_idx": True})
     out = os.path.join(WORK, "never.safetensors")
     refused(["import", "--hf", folder, "--out", out], ["scale_attn_by_inverse_layer_idx"],

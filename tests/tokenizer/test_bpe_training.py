@@ -5,6 +5,7 @@ text; and bad requests get one clear error.
 usage: test_bpe_training.py FOLIO DATA WORKDIR"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +14,8 @@ import gpt2_reference as ref  # noqa: E402
 from hostile_corpus import TEXTS  # noqa: E402
 
 folio, data, work = sys.argv[1:4]
-os.makedirs(work, exist_ok=True)
+shutil.rmtree(work, ignore_errors=True)  # tokenizer train refuses to replace what a run left
+os.makedirs(work)
 ref.require("tokenizers")
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 

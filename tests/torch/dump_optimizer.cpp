@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     const std::string out_dir = arguments.take("out").value_or("");
     const int steps = parse_int_option("steps", arguments.take("steps").value_or("6"), 1, 1000000);
     Config c = load_config(arguments.take("config").value_or("tiny"));
-    arguments.apply_config_keys(c, {"out", "config", "steps"});
+    arguments.apply_config_keys(c, {"out", "config", "steps"}, "dump_optimizer");
     validate_config(c);
     if (mode == "schedule") {
       nlohmann::json rates = nlohmann::json::array();

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     Arguments arguments(argc, argv, 1);
     const std::string out_dir = arguments.take("out").value_or("");
     Config c = load_config(arguments.take("config").value_or("shakespeare_char"));
-    arguments.apply_config_keys(c, {"out", "config"});
+    arguments.apply_config_keys(c, {"out", "config"}, "dump_step");
     arguments.finish("torch_dump", {"out", "config"});
     validate_config(c);
     if (out_dir.empty()) throw Error("--out DIR is required");

@@ -50,7 +50,7 @@ def main(folio, data):
         ([folio, "sample", "--ckpt", checkpoint, "--prompt", "a", "--prompt_file", prompt_file],
          "give --prompt or --prompt_file, not both"),
         ([folio, "sample", "--ckpt", checkpoint, "--prompt_file", prompt_file + ".missing"],
-         "cannot read the file"),
+         "give --prompt_file a file that holds the prompt"),
     ], failures)
     return report(failures)
 

@@ -19,7 +19,7 @@ void* allocate_on_huge_pages(size_t bytes) {
   void* pointer = std::aligned_alloc(alignment, rounded);
   if (pointer == nullptr)
     throw Error("out of memory allocating " + std::to_string(bytes >> 20) +
-                " MiB: use a smaller batch_size or block_size");
+                " MiB: use a smaller model (n_layer, n_embd), batch_size or block_size");
   if (alignment == kHugePage) ::madvise(pointer, rounded, MADV_HUGEPAGE);
   return pointer;
 }

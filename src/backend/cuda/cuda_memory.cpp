@@ -46,7 +46,7 @@ void check_cuda(cudaError_t status, const char* what) {
   if (status == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // not sticky: clear it so that the process can report and go on
     throw Error(std::string("out of GPU memory in ") + what +
-                ": use a smaller batch_size or block_size");
+                ": use a smaller model (n_layer, n_embd), batch_size or block_size");
   }
   error_reported = true;  // the exception carries the report
   throw Error(describe(status, what));
