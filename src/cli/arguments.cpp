@@ -1,5 +1,7 @@
 #include "cli/arguments.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -217,6 +219,11 @@ double parse_double_option(const std::string& name, const std::string& value, do
     throw UsageError("--" + name + ": " + value + " is out of range [" + shortest_double(min) +
                      ", " + shortest_double(max) + "]");
   return parsed;
+}
+
+int parse_threads_option(const std::optional<std::string>& value) {
+  const int threads = value ? parse_int_option("threads", *value, 0, 1024) : 0;
+  return threads > 0 ? threads : omp_get_max_threads();
 }
 
 std::optional<bool> parse_bool_word(const std::string& value) {

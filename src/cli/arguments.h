@@ -83,6 +83,9 @@ int parse_int_option(const std::string& name, const std::string& value, long lon
                      long long max);
 double parse_double_option(const std::string& name, const std::string& value, double min,
                            double max);
+// The --threads option of the commands that are not training (tokenize, tokenizer train,
+// prepare): a count, or 0 or absent for all cores, as the threads key takes it.
+int parse_threads_option(const std::optional<std::string>& value);
 // A boolean's value as the config keys take it: true/1/yes/on or false/0/no/off (any case).
 std::optional<bool> parse_bool_word(const std::string& value);
 // Those words, as error messages name them.

@@ -128,8 +128,7 @@ int prepare_command(Arguments& arguments) {
   const size_t shard_tokens =
       shard_text ? size_t(parse_int_option("shard_tokens", *shard_text, 1, INT32_MAX))
                  : size_t(100'000'000);
-  const int threads =
-      threads_text ? parse_int_option("threads", *threads_text, 1, 1024) : omp_get_max_threads();
+  const int threads = parse_threads_option(threads_text);
 
   const ByteLevelBpe tokenizer = load_tokenizer(*spec);
   const CorpusReader corpus(*data);

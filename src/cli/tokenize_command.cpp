@@ -55,8 +55,7 @@ int tokenize_command(Arguments& arguments) {
     throw UsageError("folio tokenize takes no positional arguments ('" +
                      arguments.positionals()[0] + "'): pass the text with --data FILE or on stdin");
   if (!spec) throw UsageError("folio tokenize needs --tokenizer gpt2|DIR|FILE");
-  const int threads =
-      threads_text ? parse_int_option("threads", *threads_text, 1, 1024) : omp_get_max_threads();
+  const int threads = parse_threads_option(threads_text);
 
   const ByteLevelBpe tokenizer = load_tokenizer(*spec);
   if (decode && data && data->ends_with(".bin")) {  // a token file that folio prepare wrote

@@ -55,8 +55,7 @@ int tokenizer_command(Arguments& arguments) {
   if (!data || !vocab_text || !out)
     throw UsageError("folio tokenizer train needs --data FILE --vocab_size N --out tok.json");
   const int vocab_size = parse_int_option("vocab_size", *vocab_text, 257, 1 << 24);
-  const int threads =
-      threads_text ? parse_int_option("threads", *threads_text, 1, 1024) : omp_get_max_threads();
+  const int threads = parse_threads_option(threads_text);
 
   const std::string pattern = pattern_text == "gpt2"     ? std::string(kGpt2Pattern)
                               : pattern_text == "cl100k" ? std::string(kCl100kPattern)

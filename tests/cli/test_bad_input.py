@@ -7,6 +7,7 @@ the good checkpoint already in out_dir.
 import hashlib
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -65,6 +66,13 @@ def main(folio, data):
                     tokenizer], check=True, capture_output=True)
     text_as_checkpoint = path("text.safetensors", b"To be or not to be, that is the question.\n")
     bom_config = path("bom.conf", b"\xef\xbb\xbfn_layer = 2\n")
+    damaged_run = os.path.join(work, "damaged_run")  # a run whose training state lost a bit
+    shutil.copytree(out_dir, damaged_run)
+    with open(os.path.join(damaged_run, "state.safetensors"), "r+b") as f:
+        f.seek(-5, os.SEEK_END)
+        byte = f.read(1)
+        f.seek(-5, os.SEEK_END)
+        f.write(bytes([byte[0] ^ 0x10]))
 
     train = [folio, "train", "--out_dir", out_dir] + common
     cases = [
@@ -110,6 +118,8 @@ def main(folio, data):
         ("a checkpoint as a config", [folio, "train", "--config", good, "--data", data,
                                       "--out_dir", out_dir], "is not a text config file"),
         # Options that would be silently ignored or overridden.
+        ("resume from a damaged state", [folio, "train", "--resume", damaged_run],
+         "or start a new run from the run's checkpoint: --init_from"),
         ("resume and init_from", [folio, "train", "--resume", out_dir, "--init_from", good],
          "drop --init_from"),
         ("a model key in eval", [folio, "eval", "--ckpt", good, "--data", data, "--block_size=8"],
