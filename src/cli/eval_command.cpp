@@ -23,7 +23,8 @@ namespace {
 
 constexpr const char* kEvalHelp =
     "usage: folio eval --ckpt FILE [--data FILE.txt|DIR] [--split train|val|both] "
-    "[--max_windows N] [--batch_size N] [--device cpu|cuda|auto] [--threads N] [--quiet]\n\n"
+    "[--max_windows N] [--batch_size N] [--device cpu|cuda|auto] [--dtype D] [--threads N] "
+    "[--quiet]\n\n"
     "Prints one JSON line, {\"block_size\":...,\"train_loss\":...,\"train_windows\":...,"
     "\"val_loss\":...,\"val_windows\":...}:\nthe mean loss over all consecutive "
     "non-overlapping block_size windows of each split, dropout off. DIR is a folder of token "

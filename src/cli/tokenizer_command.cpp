@@ -21,7 +21,8 @@ namespace folio {
 
 int tokenizer_command(Arguments& arguments) {
   const auto& positionals = arguments.positionals();
-  if (arguments.take_flag("help") || positionals.empty()) {
+  const bool help = arguments.take_flag("help");
+  if (help || positionals.empty()) {
     std::cout
         << "usage: folio tokenizer train --data FILE --vocab_size N --out tok.json "
            "[--pattern gpt2|cl100k|REGEX] [--threads N] [--force]\n\n"
@@ -32,7 +33,7 @@ int tokenizer_command(Arguments& arguments) {
            "folio prepare take as --tokenizer.\n--pattern picks the pre-tokenisation: gpt2 "
            "(the default), cl100k (GPT-4's, also Llama 3's)\nor a regex of your own (PCRE2 "
            "syntax, Unicode properties). An existing tok.json is replaced only with --force.\n";
-    if (!positionals.empty()) return 0;
+    if (help) return 0;
     std::fprintf(stderr, "folio: error: folio tokenizer needs its action: folio tokenizer train\n");
     return 2;
   }
@@ -65,7 +66,11 @@ int tokenizer_command(Arguments& arguments) {
   // would split the text only where that word stands.
   if (std::all_of(pattern.begin(), pattern.end(), [](char c) { return std::isalnum(uint8_t(c)); }))
     throw UsageError("--pattern " + pattern + ": no such pattern; give gpt2, cl100k or a regex");
-  PreTokenizer{pattern};  // a regex that does not compile is one error line, before any work
+  try {
+    PreTokenizer{pattern};  // a regex that does not compile is a bad value, before any work
+  } catch (const Error& error) {
+    throw UsageError(error.what());
+  }
   check_new_output_file(*out, force, "--out");
   const std::string text = read_whole_file(*data, "check the path (--data FILE)");
   if (text.empty()) throw Error(*data + " is empty: train on a text file with some text in it");

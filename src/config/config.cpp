@@ -264,7 +264,7 @@ void validate_config(const Config& config) {
     if (config.min_lr > config.learning_rate)
       throw Error("min_lr (" + shortest_double(config.min_lr) +
                   ") must not exceed learning_rate (" + shortest_double(config.learning_rate) +
-                  ")");
+                  "): lower --min_lr with it (nanoGPT takes a tenth), or --lr_schedule=constant");
   }
   if (config.out_dir.empty()) throw Error("out_dir is empty: name a folder for the checkpoint");
 }

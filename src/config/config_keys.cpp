@@ -291,7 +291,8 @@ const std::vector<ConfigKey>& config_keys() {
        .group = "eval",
        .scope = ConfigScope::kRun,
        .member = &Config::sample_tokens,
-       .help = "characters sampled before and after training; 0 turns the samples off",
+       .help = "characters (a BPE model: tokens) sampled before and after training; 0 turns the "
+               "samples off",
        .max = kIntMax},
       {.name = "checkpoint_interval",
        .group = "eval",

@@ -93,7 +93,8 @@ def main(folio, data):
           f"rc {accumulated.returncode}, stderr {accumulated.stderr!r}")
 
     # -- help for every subcommand, three ways; --version names the build
-    for command in ("train", "eval", "sample", "bench", "plot", "info"):
+    for command in ("train", "eval", "sample", "bench", "plot", "info", "tokenize", "tokenizer",
+                    "prepare", "import", "export"):
         for args in ([command, "-h"], [command, "--help"], ["help", command]):
             result = run(folio, *args)
             check(f"folio {' '.join(args)}",

@@ -250,6 +250,9 @@ def main():
     refused(["import", "--hf", folder, "--out", out, "--n_layer=5"],
             ["--n_layer 5", "config.json makes it 2"], "a structure key config.json decides",
             exit_code=2)
+    refused(["import", "--hf", folder, "--out", out, "--learning_rate=3e-5"],
+            ["min_lr (6e-05) must not exceed learning_rate", "--lr_schedule=constant"],
+            "a recipe at odds with itself, as train refuses it", exit_code=2)
     result = run("import", "--hf", folder, "--out", out, "--learning_rate=1e-4")
     check(result.returncode == 0, f"import with a recipe key {result.stderr.strip()}")
     before = open(out, "rb").read()
