@@ -4,10 +4,8 @@
 // speed goes to stderr.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include "cli/checkpoint_session.h"
 #include "cli/commands.h"

@@ -44,28 +44,6 @@ void save_training_state(const std::string& path, const TrainingState& state) {
 
 namespace {
 
-TrainingState read_training_state(const std::string& path);
-
-}  // namespace
-
-TrainingState load_training_state(const std::string& path) {
-  if (!std::filesystem::exists(path))
-    throw Error("no training state at " + path +
-                ": --resume takes the out_dir of a run started by this folio (it writes "
-                "state.safetensors every checkpoint_interval steps and at exit)");
-  try {
-    return read_training_state(path);
-  } catch (const Error& error) {
-    // The run cannot go on exactly; its best weights may still be sound.
-    const std::string checkpoint =
-        (std::filesystem::path(path).parent_path() / "ckpt.safetensors").string();
-    throw Error(std::string(error.what()) +
-                "; or start a new run from the run's checkpoint: " + "--init_from " + checkpoint);
-  }
-}
-
-namespace {
-
 TrainingState read_training_state(const std::string& path) {
   // Checked whole on opening (DataCheck::kOnOpen), before any value is taken: --resume must never
   // start from a damaged state.
@@ -100,5 +78,21 @@ TrainingState read_training_state(const std::string& path) {
 }
 
 }  // namespace
+
+TrainingState load_training_state(const std::string& path) {
+  if (!std::filesystem::exists(path))
+    throw Error("no training state at " + path +
+                ": --resume takes the out_dir of a run started by this folio (it writes "
+                "state.safetensors every checkpoint_interval steps and at exit)");
+  try {
+    return read_training_state(path);
+  } catch (const Error& error) {
+    // The run cannot go on exactly; its best weights may still be sound.
+    const std::string checkpoint =
+        (std::filesystem::path(path).parent_path() / "ckpt.safetensors").string();
+    throw Error(std::string(error.what()) +
+                "; or start a new run from the run's checkpoint: " + "--init_from " + checkpoint);
+  }
+}
 
 }  // namespace folio
