@@ -315,8 +315,12 @@ TEST(Model, KeepingProductOperandsAsBf16ChangesNoBitOfTheStep) {
     const bool attention_kept = kept->keeps_as_bf16(ProductOperand::kQkv, c->head_size);
     EXPECT_EQ(kept->keeps_as_bf16(ProductOperand::kAttentionOutput, c->head_size), attention_kept);
     EXPECT_FALSE(c->head_size == 10 && attention_kept) << "no bf16 attention for heads of 10";
-    const double rows = double(B) * T, A = shape.attention_width();
-    const double saved_per_layer = rows * (shape.hidden_width() + (attention_kept ? 4 * A : 0)) * 2;
+    const double rows = double(B) * T, A = shape.attention_width(), C = shape.n_embd;
+    // fc, qkv and att where attention is bf16, and the ln1 and ln2 outputs, which a model this
+    // small keeps rather than recomputes (Backend::keeps_recomputable_activations)
+    ASSERT_TRUE(kept->keeps_recomputable_activations(as_bf16.activation_bytes()));
+    const double saved_per_layer =
+        rows * (shape.hidden_width() + (attention_kept ? 4 * A : 0) + 2 * C) * 2;
     EXPECT_NEAR(double(as_fp32.activation_bytes()) - double(as_bf16.activation_bytes()),
                 c->n_layer * saved_per_layer, c->n_layer * 3 * 256.0);  // the plan aligns to 256
     const auto tokens = random_tokens(B * T, 65, 7), targets = random_tokens(B * T, 65, 8);
@@ -348,6 +352,81 @@ TEST(Model, KeepingProductOperandsAsBf16ChangesNoBitOfTheStep) {
                 attention_kept ? c->n_layer * double(T) * 3 * A * 2 : 0.0, c->n_layer * 256.0);
     EXPECT_EQ(generate(as_bf16, {3, 2, 1}, options, 1, nullptr),
               generate(as_fp32, {3, 2, 1}, options, 1, nullptr));
+  }
+}
+
+// The CPU backend, except that it keeps (or recomputes) the LayerNorm and GELU outputs whatever
+// they would take.
+class KeepingOrRecomputing : public ProfilingBackend {
+ public:
+  KeepingOrRecomputing(std::unique_ptr<Backend> inner, bool keeps)
+      : ProfilingBackend(std::move(inner)), keeps_(keeps) {}
+  bool keeps_recomputable_activations(size_t) const override { return keeps_; }
+
+ private:
+  bool keeps_;
+};
+
+// A training step that keeps every layer's LayerNorm and GELU outputs (small models on the CPU:
+// as bf16 with bf16 products) and one that refills one shared buffer of each in the backward pass
+// (large models) compute the same values: the same losses and gradients, bit for bit, over two
+// passes with dropout, in fp32 and bf16, for ReLU and GELU models, pre_norm and post_norm blocks,
+// and heads of 32 (bf16 attention where the CPU has it). The kept plan holds each layer's copies.
+TEST(Model, KeepingOrRecomputingTheLayerNormAndGeluOutputsChangesNoBitOfTheStep) {
+  Config relu = small_config(), gelu = small_config(), post_norm = load_config("seed004");
+  gelu.activation = "gelu";
+  gelu.n_embd = 64;
+  gelu.n_head = 2;
+  gelu.head_size = 32;
+  gelu.n_layer = 3;
+  for (const char* dtype : {"fp32", "bf16"}) {
+    for (const Config* c : {&relu, &gelu, &post_norm}) {
+      SCOPED_TRACE(std::string(dtype) + ", " + c->activation + ", " + c->block_order);
+      KeepingOrRecomputing keeping(make_backend("cpu", 0, BackendOptions{dtype}), true);
+      KeepingOrRecomputing recomputing(make_backend("cpu", 0, BackendOptions{dtype}), false);
+      const ModelShape shape = ModelShape::from_config(*c, 65);
+      GPT kept(keeping, shape), refilled(recomputing, shape);
+      const int B = 3, T = c->block_size;
+      for (GPT* model : {&kept, &refilled}) {
+        model->initialize(c->seed, c->init_std, false);
+        model->plan(B, T, true);
+      }
+      // Keeping holds n_layer copies where recomputing holds one shared fp32 buffer of each.
+      const bool bf16 = std::string(dtype) == "bf16", gelu_model = c->activation != "relu";
+      const double rows = double(B) * T, C = shape.n_embd, F = shape.hidden_width();
+      const double ln_bytes = bf16 && c->block_order == "pre_norm" ? 2 : 4;
+      const double kept_bytes =
+          c->n_layer * rows * (2 * C * ln_bytes + (gelu_model ? F * (bf16 ? 2 : 4) : 0));
+      const double shared_bytes = rows * (2 * C + (gelu_model ? F : 0)) * 4;
+      EXPECT_NEAR(double(kept.activation_bytes()) - double(refilled.activation_bytes()),
+                  kept_bytes - shared_bytes, 3 * (c->n_layer + 1) * 256.0);
+      const auto tokens = random_tokens(B * T, 65, 5), targets = random_tokens(B * T, 65, 6);
+      for (uint32_t step : {1u, 2u}) {
+        for (GPT* model : {&kept, &refilled}) {
+          model->forward(tokens.data(), targets.data(), B, T, DropoutContext{0.2f, 9, step, 0});
+          model->backward(1.0f / (B * T), step == 1 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
+        }
+        EXPECT_EQ(kept.mean_loss(), refilled.mean_loss()) << "step " << step;
+        EXPECT_EQ(kept.read_gradients(), refilled.read_gradients()) << "step " << step;
+      }
+    }
+  }
+}
+
+// Which models the CPU keeps them for: the small presets, whose step the refills slowed by a
+// tenth, and not the seed's model or GPT-2, where they save hundreds of MB.
+TEST(Model, TheCpuKeepsTheLayerNormAndGeluOutputsOfSmallModelsOnly) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    auto backend = make_backend("cpu", 0, BackendOptions{dtype});
+    for (const auto& [preset, keeps] : std::vector<std::pair<std::string, bool>>{
+             {"tiny", true}, {"baby", true}, {"seed004", true}, {"shakespeare_char", false},
+             {"nanogpt_char", false}}) {
+      SCOPED_TRACE(std::string(dtype) + " " + preset);
+      const Config c = load_config(preset);
+      GPT model(*backend, ModelShape::from_config(c, 65));
+      model.plan(c.batch_size, c.block_size, true);
+      EXPECT_EQ(model.recomputes_activations(), !keeps);
+    }
   }
 }
 

@@ -39,8 +39,12 @@ enum class ReadBy { kAnyOp, kNextProduct };
 // alone, 2 bytes an element (no op reads them at full precision; the products would round them):
 //   kReluOutput: a ReLU model's fc, read by fc2's two products and by ReLU's backward, for signs;
 //   kQkv: read by attention alone, where attention runs on bf16 products;
-//   kAttentionOutput: att, read by proj's two products.
-enum class ProductOperand { kReluOutput, kQkv, kAttentionOutput };
+//   kAttentionOutput: att, read by proj's two products;
+//   kLayerNormOutput: a pre_norm block's ln1 and ln2 outputs, read by qkv's and fc's products,
+//     where the step keeps them (keeps_recomputable_activations);
+//   kGeluOutput: a GELU model's fc_act, read by fc2's products (GELU's backward reads fc), where
+//     the step keeps it.
+enum class ProductOperand { kReluOutput, kQkv, kAttentionOutput, kLayerNormOutput, kGeluOutput };
 
 // How a backward op leaves a parameter's gradient: kAdd adds to what is there (gradients
 // accumulate over a step's micro-batches), kWrite replaces it (the step's first micro-batch).
@@ -255,14 +259,15 @@ class Backend {
   // The device's datasheet peak (FLOP/s) for dense matrix products in the type this backend
   // computes them in, for MFU; 0 when there is none to trust (the CPU's is measured, train/mfu.h).
   virtual double peak_flops() const { return 0.0; }
-  // Whether a training step keeps every layer's LayerNorm and GELU outputs (true) or one buffer of
-  // each for all layers, which backward() refills from the layer's kept inputs just before the
-  // product that reads them (activation_plan.h). The CPU recomputes: 15-28% less memory for a
-  // pass over one tensor, which in bf16 replaces the pass that would round the kept tensor for
-  // the product (GELU's erf again costs a GELU model a few per cent of its step). A GPU keeps them:
-  // each pass is a kernel in a step of a few milliseconds, and its bf16 copies of kept tensors
-  // outlive the forward pass.
-  virtual bool keeps_recomputable_activations() const { return false; }
+  // Whether a training step keeps every layer's LayerNorm and GELU outputs (true), `bytes` in all,
+  // or one buffer of each for all layers, which backward() refills from the layer's kept inputs
+  // just before the product that reads them (activation_plan.h). The CPU recomputes where the
+  // kept tensors would be large: 15-28% less memory for a pass over one tensor, a few per cent
+  // of a large model's step; a small model (`baby`, 5 MiB of them) keeps them, since there the
+  // passes are a tenth of its step and the memory nothing (cpu_backend.h). A GPU keeps them: each
+  // pass is a kernel in a step of a few milliseconds, and its bf16 copies of kept tensors outlive
+  // the forward pass.
+  virtual bool keeps_recomputable_activations(size_t /*bytes*/) const { return false; }
   // Whether this backend keeps `tensor` (of a model with heads of head_size) as bf16 alone: true
   // where every op reading it rounds it to bf16 first (the CPU with --dtype bf16). The activation
   // plan then carves it at 2 bytes an element and says where with store_as_bf16; the model offsets

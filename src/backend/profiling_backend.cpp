@@ -84,6 +84,26 @@ void ProfilingBackend::activation_backward(float* dinp, const float* dout, const
         [&] { inner_->activation_backward(dinp, dout, inp, n, kind, dinp_read_by); });
 }
 
+void ProfilingBackend::matmul_activation_forward(float* pre, float* out, const float* inp,
+                                                 const float* weight, const float* bias, int N,
+                                                 int IC, int OC, Activation kind,
+                                                 ReadBy out_read_by) {
+  timed("matmul+activation forward", 2.0 * N * IC * OC, [&] {
+    inner_->matmul_activation_forward(pre, out, inp, weight, bias, N, IC, OC, kind, out_read_by);
+  });
+}
+void ProfilingBackend::matmul_backward_into_activation(float* dpre, float* dweight, float* dbias,
+                                                       const float* dout, const float* inp,
+                                                       const float* weight, const float* pre,
+                                                       int N, int IC, int OC,
+                                                       GradientUpdate update, Activation kind,
+                                                       ReadBy dpre_read_by) {
+  timed("matmul+activation backward", 4.0 * N * IC * OC, [&] {
+    inner_->matmul_backward_into_activation(dpre, dweight, dbias, dout, inp, weight, pre, N, IC,
+                                            OC, update, kind, dpre_read_by);
+  });
+}
+
 void ProfilingBackend::dropout_add_forward(float* out, const float* residual, const float* branch,
                                            int B, size_t per_sample, const DropoutSpec& dropout) {
   timed("dropout+residual forward", 0,

@@ -1,6 +1,7 @@
 #include "model/activation_plan.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace folio {
 
@@ -54,18 +55,24 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
       l.qkv = qkv;
       continue;
     }
-    l.ln1 = shared ? shared_ln1 : c.take<float>(BT * C);
+    const auto ln_tensor = [&] {
+      return p.ln_in_bf16 ? bf16_tensor(BT * C) : c.take<float>(BT * C);
+    };
+    l.ln1 = shared ? shared_ln1 : ln_tensor();
     l.ln1_mean = c.take<float>(BT);
     l.ln1_rstd = c.take<float>(BT);
     l.attention_saved =
         c.take<float>(backend.attention_saved_floats(p.B, p.T, s.n_head, s.head_size));
     l.att = p.att_in_bf16 ? bf16_tensor(BT * A) : c.take<float>(BT * A);
     l.residual_mid = c.take<float>(BT * C);
-    l.ln2 = shared ? shared_ln2 : c.take<float>(BT * C);
+    l.ln2 = shared ? shared_ln2 : ln_tensor();
     l.ln2_mean = c.take<float>(BT);
     l.ln2_rstd = c.take<float>(BT);
     l.fc = p.fc_in_bf16 ? bf16_tensor(BT * F) : c.take<float>(BT * F);
-    l.fc_act = p.relu_in_place ? l.fc : shared ? shared_fc_act : c.take<float>(BT * F);
+    l.fc_act = p.relu_in_place    ? l.fc
+               : shared           ? shared_fc_act
+               : p.fc_act_in_bf16 ? bf16_tensor(BT * F)
+                                  : c.take<float>(BT * F);
     l.residual_out = c.take<float>(BT * C);
   }
   p.lnf = c.take<float>(BT * C);
@@ -103,13 +110,28 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   plan.with_gradients = with_gradients;
   plan.relu_in_place = shape.activation == Activation::kRelu;
   plan.post_norm = shape.block_order == BlockOrder::kPostNorm;
-  plan.recomputes = !backend.keeps_recomputable_activations();
   // Inference plans keep the rest in fp32 (there each tensor is read once, and all layers but
   // qkv share layer 0's), but qkv as bf16 too: it is generation's key/value cache, which every
   // new token reads whole, so bf16 halves the cache's memory and the bytes a token reads.
   const auto in_bf16 = [&](ProductOperand tensor) {
     return backend.keeps_as_bf16(tensor, shape.head_size);
   };
+  // What keeping every layer's LayerNorm and GELU outputs would take, for the backend to weigh
+  // against recomputing them. post_norm's LayerNorm outputs are the residual stream, which other
+  // ops read: kept in fp32.
+  const size_t rows = size_t(B) * T, C = shape.n_embd, F = shape.hidden_width();
+  const bool ln_in_bf16 = !plan.post_norm && in_bf16(ProductOperand::kLayerNormOutput);
+  const bool fc_act_in_bf16 = !plan.relu_in_place && in_bf16(ProductOperand::kGeluOutput);
+  plan.recomputable_bytes =
+      shape.n_layer * rows *
+      (2 * C * (ln_in_bf16 ? 2 : 4) + (plan.relu_in_place ? 0 : F * (fc_act_in_bf16 ? 2 : 4)));
+  // An inference plan keeps nothing for a backward pass, and each of these outputs is read by the
+  // one product after it: it takes a recomputing plan's readers (ReadBy::kNextProduct, the CPU's
+  // bf16 copy alone) wherever the backend would recompute a large model's.
+  plan.recomputes = !backend.keeps_recomputable_activations(
+      with_gradients ? plan.recomputable_bytes : std::numeric_limits<size_t>::max());
+  plan.ln_in_bf16 = with_gradients && !plan.recomputes && ln_in_bf16;
+  plan.fc_act_in_bf16 = with_gradients && !plan.recomputes && fc_act_in_bf16;
   plan.fc_in_bf16 = with_gradients && plan.relu_in_place && in_bf16(ProductOperand::kReluOutput);
   plan.qkv_in_bf16 = in_bf16(ProductOperand::kQkv);
   plan.att_in_bf16 = with_gradients && in_bf16(ProductOperand::kAttentionOutput);
@@ -118,11 +140,16 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   plan.memory = DeviceBuffer(backend, counter.used());
   Carver carver(plan.memory.as<char>());
   carve(plan, carver, shape, backend);
-  const size_t BT = size_t(B) * T, A = shape.attention_width(), F = shape.hidden_width();
+  const size_t A = shape.attention_width();
   for (const LayerActivations& layer : plan.layers) {
-    if (plan.fc_in_bf16) backend.store_as_bf16(layer.fc, BT * F);
-    if (plan.qkv_in_bf16) backend.store_as_bf16(layer.qkv, BT * 3 * A);
-    if (plan.att_in_bf16) backend.store_as_bf16(layer.att, BT * A);
+    if (plan.fc_in_bf16) backend.store_as_bf16(layer.fc, rows * F);
+    if (plan.qkv_in_bf16) backend.store_as_bf16(layer.qkv, rows * 3 * A);
+    if (plan.att_in_bf16) backend.store_as_bf16(layer.att, rows * A);
+    if (plan.ln_in_bf16) {
+      backend.store_as_bf16(layer.ln1, rows * C);
+      backend.store_as_bf16(layer.ln2, rows * C);
+    }
+    if (plan.fc_act_in_bf16) backend.store_as_bf16(layer.fc_act, rows * F);
   }
   return plan;
 }

@@ -6,8 +6,10 @@
 // before their dropout + residual add are not needed again, so all layers share one `branch`
 // buffer. ReLU models keep only ReLU's output (fc_act, the widest tensor with fc), which says
 // where its derivative is 0 as well as fc would (relu_in_place). Where the backend recomputes
-// (`recomputes`: the CPU) GELU models keep fc and share one fc_act among all layers, and no layer
-// keeps its LayerNorm outputs (a row's output is its input, the kept residual stream, normalised):
+// (`recomputes`: the CPU, for a model whose kept LayerNorm and GELU outputs would be larger than
+// its budget, Backend::keeps_recomputable_activations) GELU models keep fc and share one fc_act
+// among all layers, and no layer keeps its LayerNorm outputs (a row's output is its input, the
+// kept residual stream, normalised):
 // all ln1 outputs share one buffer, all ln2 outputs another, and the backward pass refills each
 // from the layer's kept input just before the weight-gradient product reads it. In bf16 each such
 // pass writes the product's bf16 operand, which the product would otherwise have made in a pass
@@ -64,6 +66,9 @@ struct ActivationPlan {
   // Training keeps one ln1, one ln2 and one GELU output for all layers, and the backward pass
   // recomputes each layer's (the backend's choice: Backend::keeps_recomputable_activations).
   bool recomputes = false;
+  // The bytes every layer's LayerNorm and GELU outputs take where the plan keeps them (as bf16
+  // where ln_in_bf16, fc_act_in_bf16 say so): what the backend weighed.
+  size_t recomputable_bytes = 0;
   DeviceBuffer memory;
 
   // Who reads fc_act. Where the plan recomputes GELU's output, each writing of it (the forward
@@ -79,6 +84,9 @@ struct ActivationPlan {
   // a CPU with bf16 attention, shakespeare_char's step keeps 6 x (48 + 36 + 12) MiB less. An
   // inference plan keeps qkv alone so (the key/value cache of generation).
   bool fc_in_bf16 = false, qkv_in_bf16 = false, att_in_bf16 = false;
+  // Where the plan keeps them (not `recomputes`): a pre_norm block's ln1 and ln2 outputs and a
+  // GELU model's fc_act, read by products alone, as bf16 (kLayerNormOutput, kGeluOutput).
+  bool ln_in_bf16 = false, fc_act_in_bf16 = false;
   // Who reads a block's ln1 and ln2 outputs. Where the plan recomputes them, a pre_norm block's
   // are read by one product after each writing (qkv's, fc's; LayerNorm's backward reads its input
   // and statistics); post_norm's are the residual stream as well. ln_f's output is kept for the

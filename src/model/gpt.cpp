@@ -18,10 +18,12 @@ struct NormTensors {
   float *out, *mean, *rstd;
   float *weight, *bias;
   ReadBy out_read_by = ReadBy::kAnyOp;
+  bool out_in_bf16 = false;  // a block's LayerNorm output kept as bf16 (ActivationPlan::ln_in_bf16)
 
   // The same from row `first` on (see BlockRows); the weights are not per row.
   NormTensors from_row(size_t first, size_t C) const {
-    return {out + first * C, mean + first, rstd + first, weight, bias, out_read_by};
+    return {bf16_rows(out, first, C, out_in_bf16), mean + first, rstd + first, weight, bias,
+            out_read_by, out_in_bf16};
   }
 };
 
@@ -32,7 +34,7 @@ NormTensors norm_after(ActivationPlan& plan, const ModelTensors& tensors, int l)
     LayerActivations& next = plan.layers[l + 1];
     const LayerTensors& t = tensors.layers[l + 1];
     return {next.ln1, next.ln1_mean, next.ln1_rstd, t.ln1_weight, t.ln1_bias,
-            plan.block_ln_read_by()};
+            plan.block_ln_read_by(), plan.ln_in_bf16};
   }
   return {plan.lnf, plan.lnf_mean, plan.lnf_rstd, tensors.lnf_weight, tensors.lnf_bias};
 }
@@ -54,11 +56,11 @@ BlockRows block_rows(const ActivationPlan& plan, int layer, size_t first, const 
   return {bf16_rows(block.qkv, first, 3 * A, plan.qkv_in_bf16),
           bf16_rows(block.att, first, A, plan.att_in_bf16),
           block.residual_mid + first * C,
-          block.ln2 + first * C,
+          bf16_rows(block.ln2, first, C, plan.ln_in_bf16),
           block.ln2_mean + first,
           block.ln2_rstd + first,
           fc,
-          plan.relu_in_place ? fc : block.fc_act + first * F,
+          plan.relu_in_place ? fc : bf16_rows(block.fc_act, first, F, plan.fc_act_in_bf16),
           block.residual_out + first * C};
 }
 

@@ -123,6 +123,8 @@ class GPT {
   // Counts the plans made: a recorded training step holds the addresses of one (TrainingStep).
   uint64_t plans_made() const { return plans_made_; }
   size_t activation_bytes() const { return activations_.bytes(); }
+  // Whether the plan's backward pass recomputes the LayerNorm and GELU outputs (activation_plan.h).
+  bool recomputes_activations() const { return activations_.recomputes; }
 
  private:
   // A loss sum of the last forward's B x T positions as their mean (mean_loss, mean_losses).

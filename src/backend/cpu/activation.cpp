@@ -194,11 +194,10 @@ void CpuBackend::matmul_activation_forward(float* pre, float* out, const float* 
                                            int OC, Activation kind, ReadBy out_read_by) {
   if (bf16_ && kind == Activation::kRelu && pre == out)
     return linear_bf16(out, inp, weight, bias, N, IC, OC, /*relu=*/true);
-  if (kept_in_bf16(pre, static_cast<size_t>(N) * OC) ||
-      kept_in_bf16(out, static_cast<size_t>(N) * OC))
-    throw Error(
-        "internal: of the feed-forward activations only ReLU's in-place output is kept "
-        "as bf16");
+  // fc itself is read by GELU's backward, at full precision; GELU's output, read by fc2's
+  // products alone, may be kept as bf16 (bf16_output writes it there).
+  if (kept_in_bf16(pre, static_cast<size_t>(N) * OC))
+    throw Error("internal: fc is kept as bf16 only as a ReLU model's in-place output");
   // With bf16 products the bias is added by the product itself (matmul_forward); in fp32 by the
   // pass that applies the nonlinearity.
   matmul_forward(pre, inp, weight, bf16_ ? bias : nullptr, N, IC, OC);

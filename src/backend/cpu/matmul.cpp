@@ -171,8 +171,9 @@ const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, s
   if (ready) return buffer.data();
   for (const RoundedCopy& unwritten : left_unwritten_)
     if (overlaps(unwritten.source, unwritten.count, x, n))
-      throw Error("internal: a product read an output written only as the bf16 copy for the "
-                  "product before it (ReadBy::kNextProduct)");
+      throw Error(
+          "internal: a product read an output written only as the bf16 copy for the "
+          "product before it (ReadBy::kNextProduct)");
   round_to_bf16(buffer.reserve(n), x, n);
   return buffer.data();
 }
@@ -190,6 +191,11 @@ cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, const float* out, size_t n)
 }
 
 cpu::bf16* CpuBackend::bf16_output(Bf16Operand slot, float*& out, size_t n, ReadBy read_by) {
+  if (cpu::bf16* kept = kept_in_bf16(out, n)) {  // only products read it: the bf16 values alone
+    wrote(out, n * sizeof(cpu::bf16));
+    out = nullptr;
+    return kept;
+  }
   cpu::bf16* copy = bf16_output(slot, out, n);
   if (copy != nullptr && read_by == ReadBy::kNextProduct) {
     left_unwritten_[slot] = RoundedCopy{out, n};

@@ -188,7 +188,7 @@ class CudaBackend final : public Backend {
   int plain_cublas_products() const;
 
   bool supports_step_capture() const override { return true; }
-  bool keeps_recomputable_activations() const override { return true; }
+  bool keeps_recomputable_activations(size_t /*bytes*/) const override { return true; }
   void begin_step_capture() override;
   void end_step_capture() override;
   void replay_step(const StepValues& values) override;
