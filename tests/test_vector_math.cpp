@@ -59,6 +59,18 @@ TEST(VectorMath, NormalCdfAndGaussianAgreeWithLibm) {
   EXPECT_LT(worst_gaussian, 2.5e-7);  // vexp's 2 ulp of values up to 1, and x^2 rounded
 }
 
+// Phi(x) alone (GELU's forward pass) against libm the same way; a wrong coefficient of the
+// rational fit moves it by 1e-5 or more, a wrong clamp past |x| = 5.66 by up to 1.
+TEST(VectorMath, NormalCdfAloneAgreesWithLibm) {
+  double worst = 0.0;
+  for (int i = -40000; i <= 40000; ++i) {
+    const float x = float(i) * 0.00025f;  // -10 to 10
+    const double want = 0.5 * std::erfc(-double(x) / std::sqrt(2.0));
+    worst = std::max(worst, std::abs(double(cpu::vnormal_cdf(x)) - want));
+  }
+  EXPECT_LT(worst, 2.0e-7);  // 1.5e-9 from the fit, the rest fp32 rounding
+}
+
 // Every transpose, beta 0 (C's old values, NaN here, never read) and 1, widths of C from one
 // lane to four full vectors with and without a tail, and a product over the size limit that goes
 // to the BLAS. This binary calls the build's portable copy; the AVX2 and AVX-512 ones run under

@@ -27,8 +27,7 @@ inline float activate(float x) {
   if constexpr (kKind == Activation::kRelu) {
     return x > 0.0f ? x : 0.0f;
   } else if constexpr (kKind == Activation::kGelu) {
-    float gaussian;
-    return x * cpu::vnormal_cdf(x, gaussian);
+    return x * cpu::vnormal_cdf(x);
   } else {
     return x * sigmoid_of_twice_gelu_u(x);
   }

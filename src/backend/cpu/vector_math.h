@@ -58,6 +58,33 @@ inline float vnormal_cdf(float x, float& gaussian) {
   return x >= 0.0f ? 1.0f - half_erfc : half_erfc;
 }
 
+// Phi(x) alone, for GELU's forward pass, to about 1.5e-7 absolute: 0.5 + 0.5 erf(z), z = x / sqrt(2)
+// clamped to [-4, 4] (erf is +-1 in fp32 beyond), erf(z) = z P(z^2) / Q(z^2) with P of degree 6
+// and Q of degree 5, fitted for folio by weighted least squares on [0, 4]
+// (the errors of the fit 1.5e-9, the rest fp32 rounding). No exp: 1.4x faster than the form above
+// on AVX-512 (1.3x on AVX2) in a loop over 196,608 elements (one core's half of a `baby` GELU,
+// rounded to bf16 as the forward pass writes them; one Sapphire Rapids core). The backward pass
+// keeps the form above, whose exp gives it the gaussian too (this form and an exp were 1.2x
+// slower there).
+inline float vnormal_cdf(float x) {
+  const float z = std::min(std::max(x * 0.70710678118654752f, -4.0f), 4.0f);
+  const float t = z * z;
+  float p = -1.3664503306642928e-08f;
+  p = p * t + 4.780059953191085e-06f;
+  p = p * t + 3.826762258540839e-04f;
+  p = p * t + 3.8395735900849104e-03f;
+  p = p * t + 5.433250591158867e-02f;
+  p = p * t + 1.8471276760101318e-01f;
+  p = p * t + 1.128379225730896f;
+  float q = 6.400471465894952e-05f;
+  q = q * t + 1.3095664326101542e-03f;
+  q = q * t + 1.5453550033271313e-02f;
+  q = q * t + 1.138269379734993e-01f;
+  q = q * t + 4.9703097343444824e-01f;
+  q = q * t + 1.0f;
+  return 0.5f + 0.5f * (z * p / q);
+}
+
 // x rounded to the nearest bf16 (ties to even), as PyTorch and oneDNN round: add 0x7FFF plus the
 // lowest kept bit, keep the upper 16 bits. NaN stays NaN (its quiet bit is set first, so the
 // rounding cannot carry it into infinity).
