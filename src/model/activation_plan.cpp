@@ -122,14 +122,14 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
   const size_t rows = size_t(B) * T, C = shape.n_embd, F = shape.hidden_width();
   const bool ln_in_bf16 = !plan.post_norm && in_bf16(ProductOperand::kLayerNormOutput);
   const bool fc_act_in_bf16 = !plan.relu_in_place && in_bf16(ProductOperand::kGeluOutput);
-  plan.recomputable_bytes =
+  const size_t kept_bytes =
       shape.n_layer * rows *
       (2 * C * (ln_in_bf16 ? 2 : 4) + (plan.relu_in_place ? 0 : F * (fc_act_in_bf16 ? 2 : 4)));
   // An inference plan keeps nothing for a backward pass, and each of these outputs is read by the
   // one product after it: it takes a recomputing plan's readers (ReadBy::kNextProduct, the CPU's
   // bf16 copy alone) wherever the backend would recompute a large model's.
   plan.recomputes = !backend.keeps_recomputable_activations(
-      with_gradients ? plan.recomputable_bytes : std::numeric_limits<size_t>::max());
+      with_gradients ? kept_bytes : std::numeric_limits<size_t>::max());
   plan.ln_in_bf16 = with_gradients && !plan.recomputes && ln_in_bf16;
   plan.fc_act_in_bf16 = with_gradients && !plan.recomputes && fc_act_in_bf16;
   plan.fc_in_bf16 = with_gradients && plan.relu_in_place && in_bf16(ProductOperand::kReluOutput);

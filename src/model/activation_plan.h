@@ -66,9 +66,6 @@ struct ActivationPlan {
   // Training keeps one ln1, one ln2 and one GELU output for all layers, and the backward pass
   // recomputes each layer's (the backend's choice: Backend::keeps_recomputable_activations).
   bool recomputes = false;
-  // The bytes every layer's LayerNorm and GELU outputs take where the plan keeps them (as bf16
-  // where ln_in_bf16, fc_act_in_bf16 say so): what the backend weighed.
-  size_t recomputable_bytes = 0;
   DeviceBuffer memory;
 
   // Who reads fc_act. Where the plan recomputes GELU's output, each writing of it (the forward

@@ -100,8 +100,9 @@ class CpuBackend final : public Backend {
   // With bf16 products: keeps a bf16 copy of the parameters, which adamw_update writes in the
   // same pass as the fp32 values (optimizer.cpp), so products never convert a weight again.
   void set_parameter_buffer(const float* parameters, size_t count) override;
-  // With bf16 products: ReLU's output, and where attention runs on bf16 products (tiles_fit)
-  // its input qkv and its output att, are kept as the bf16 values the products read.
+  // With bf16 products: ReLU's output, the LayerNorm and GELU outputs where the step keeps them,
+  // and where attention runs on bf16 products (tiles_fit) its input qkv and its output att, are
+  // kept as the bf16 values the products read.
   bool keeps_as_bf16(ProductOperand tensor, int head_size) const override {
     if (!bf16_) return false;
     switch (tensor) {

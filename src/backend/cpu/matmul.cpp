@@ -171,9 +171,8 @@ const cpu::bf16* CpuBackend::rounded_to_bf16(Bf16Operand slot, const float* x, s
   if (ready) return buffer.data();
   for (const RoundedCopy& unwritten : left_unwritten_)
     if (overlaps(unwritten.source, unwritten.count, x, n))
-      throw Error(
-          "internal: a product read an output written only as the bf16 copy for the "
-          "product before it (ReadBy::kNextProduct)");
+      throw Error("internal: a product read an output written only as the bf16 copy for the "
+                  "product before it (ReadBy::kNextProduct)");
   round_to_bf16(buffer.reserve(n), x, n);
   return buffer.data();
 }
