@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dropout_mask.h"
 #include "core/error.h"
@@ -285,6 +287,30 @@ class Backend {
   // The stream (cudaStream_t) this backend issues its work to, for collectives (NCCL) that must
   // queue behind it; nullptr for a backend without one.
   virtual void* native_stream() const { return nullptr; }
+
+  // ---- the batch split across threads (data parallelism inside one process; the CPU) ----------
+  // A small model's ops (a few hundred tokens of a narrow network) are too short to keep several
+  // threads busy: each op's threads meet at its end, and with two threads of `tiny` those meetings
+  // and the hand-offs of each op's rows to the other core were a quarter of the step. Split
+  // instead, each thread runs the whole forward and backward pass of its share of the batch on a
+  // twin backend of one thread (TrainingStep), and the shares' gradients are summed once at the
+  // end, as data-parallel ranks' are. batch_split_ways: how many shares a training step of
+  // `batch_size` windows should use, for a model whose training activations take
+  // `activation_bytes`; 1: none (the default: every op uses every thread).
+  virtual int batch_split_ways(int /*batch_size*/, size_t /*activation_bytes*/) const { return 1; }
+  // A backend computing as this one does on one thread, whose memory this one's ops may read
+  // (host memory): one share's.
+  virtual std::unique_ptr<Backend> make_twin() const {
+    throw Error("internal: the " + name() + " backend splits no batch across threads");
+  }
+  // Runs share(i) for every i < ways at once, share i on thread i (whose ops run on twin i), then
+  // sum[j] = parts[0][j] + parts[1][j] + ... for j < n, added in the order of the parts (the same
+  // bits every run). An exception thrown by a share is thrown here, after every share has ended.
+  virtual void run_batch_split(int /*ways*/, const std::function<void(int share)>& /*share*/,
+                               float* /*sum*/, const std::vector<const float*>& /*parts*/,
+                               size_t /*n*/) {
+    throw Error("internal: the " + name() + " backend splits no batch across threads");
+  }
 
   // ---- a training step recorded once and replayed (CUDA graphs) -------------------------------
   // Between begin_step_capture() and end_step_capture() ops are recorded, not run; each

@@ -39,6 +39,7 @@ struct BenchResult {
   double median_ms = 0, fastest_ms = 0, median_cpu_ms = 0, tokens_per_step = 0, flops_per_token = 0, peak_flops = 0;
   double rss_before_backend_mib = 0;  // the program and its libraries, before any tensor
   bool graph = false;
+  int batch_split_ways = 1;  // TrainingStep::batch_split_ways
   std::map<std::string, OpTime> profile;  // with --profile: the timed steps' time per op kind
 };
 
@@ -134,6 +135,7 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
                            config.block_size;
   result.flops_per_token = training_flops_per_token(model.shape(), model.parameter_count());
   result.graph = graph;
+  result.batch_split_ways = training.batch_split_ways();
   if (profiler) result.profile = profiler->times();
   // A GPU's datasheet peak; a CPU's is measured: its best product speed in this dtype (mfu.h).
   result.peak_flops = backend->peak_flops();
@@ -154,6 +156,7 @@ nlohmann::json to_json(const std::string& config_name, const Config& config, int
       {"block_size", config.block_size},
       {"steps", steps},
       {"graph", r.graph},
+      {"batch_split", r.batch_split_ways},
       {"ms_per_step", r.median_ms},
       {"ms_per_step_min", r.fastest_ms},
       {"cpu_ms_per_step", r.median_cpu_ms},

@@ -73,6 +73,7 @@ struct Config {
   bool tf32 = false;           // fp32 matrix products on TF32 tensor cores (GPU)
   bool cuda_graph = true;      // a GPU replays the recorded training step (one process)
   int threads = 0;  // 0: every core this process may use
+  std::string batch_split = "auto";  // CPU: each thread a share of a small model's batch
   double dist_timeout = 300;  // seconds a rank waits for the others before giving up
   bool overlap_gradient_sums = true;  // each block's gradients summed over ranks in the backward
 

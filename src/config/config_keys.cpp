@@ -348,6 +348,17 @@ const std::vector<ConfigKey>& config_keys() {
        .member = &Config::threads,
        .help = "CPU threads; 0 means every core available",
        .max = 4096},
+      {.name = "batch_split",
+       .group = "run",
+       .scope = ConfigScope::kHost,
+       .member = &Config::batch_split,
+       .help = "CPU training: auto splits each micro-batch of a small model (training activations "
+               "up to 64 MiB: tiny, seed004, baby) across the threads, each running the whole "
+               "forward and backward pass of its share on one core, their gradients summed at "
+               "the end (data parallelism inside the process; the batch must divide by the "
+               "threads); off runs every op on every thread. The same step up to the sums' "
+               "rounding",
+       .choices = "auto|off"},
       {.name = "dist_timeout",
        .group = "run",
        .scope = ConfigScope::kHost,

@@ -97,7 +97,8 @@ GPT::GPT(Backend& backend, const ModelShape& shape)
     : backend_(backend),
       shape_(shape),
       layout_(shape),
-      parameters_(backend, layout_.total() * sizeof(float)) {
+      parameters_(backend, layout_.total() * sizeof(float)),
+      parameter_values_(parameters_.as<float>()) {
   weights_ = bind_tensors(layout_, shape_, parameters());
   backend_.fill_zero(parameters(), layout_.total() * sizeof(float));
   block_gradients_.resize(shape_.n_layer);
@@ -106,6 +107,17 @@ GPT::GPT(Backend& backend, const ModelShape& shape)
     add_stretch(block >= 0 ? block_gradients_[block] : other_gradients_, tensor);
   }
   backend_.set_parameter_buffer(parameters(), layout_.total());  // a GPU keeps a bf16 mirror
+}
+
+GPT::GPT(Backend& backend, const GPT& model)
+    : backend_(backend),
+      shape_(model.shape_),
+      layout_(model.layout_),
+      parameter_values_(model.parameters()),
+      weights_(model.weights_),
+      block_gradients_(model.block_gradients_),
+      other_gradients_(model.other_gradients_) {
+  backend_.set_parameter_buffer(parameters(), layout_.total());
 }
 
 void GPT::initialize(uint64_t seed, double init_std, bool scaled_residual_init, InitScheme scheme) {

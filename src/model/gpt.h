@@ -56,6 +56,10 @@ inline InitScheme init_scheme_of(const Config& config) {
 class GPT {
  public:
   GPT(Backend& backend, const ModelShape& shape);
+  // A twin of `model` on `backend` (one share of a batch split across threads, backend.h): it
+  // computes with `model`'s parameters, which it reads in place and never writes, and has
+  // activations and gradients of its own. `backend` must reach `model`'s memory.
+  GPT(Backend& backend, const GPT& model);
 
   const ModelShape& shape() const { return shape_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -63,7 +67,7 @@ class GPT {
   size_t parameter_count() const { return layout_.total(); }
 
   // ---- parameters (device memory, flat) -------------------------------------------------------
-  float* parameters() const { return parameters_.as<float>(); }
+  float* parameters() const { return parameter_values_; }
   // Allocated (and zeroed) at their first use: a model that only samples or evaluates has none,
   // which halves its memory (gpt2-xl: 6.2 GB of gradients).
   float* gradients() const;
@@ -135,7 +139,8 @@ class GPT {
   Backend& backend_;
   ModelShape shape_;
   ParameterLayout layout_;
-  DeviceBuffer parameters_;
+  DeviceBuffer parameters_;           // empty in a twin
+  float* parameter_values_ = nullptr;  // parameters_, or the twinned model's
   mutable DeviceBuffer gradients_;  // see gradients()
   ModelTensors weights_;
   mutable ModelTensors grads_;

@@ -31,6 +31,16 @@ TrainingStep::TrainingStep(GPT& model, const Config& config, Communicator& commu
       micro_batches_(config.grad_accum, Batch(config.batch_size, config.block_size)),
       squared_norm_(model.backend(), sizeof(float)) {
   model.plan(config.batch_size, config.block_size, /*with_gradients=*/true);
+  const int ways = config.batch_split == "off"
+                       ? 1
+                       : model.backend().batch_split_ways(config.batch_size, model.activation_bytes());
+  for (int share = 0; ways > 1 && share < ways; ++share) {
+    Share& twin = shares_.emplace_back();
+    twin.backend = model.backend().make_twin();
+    twin.model = std::make_unique<GPT>(*twin.backend, model);
+    twin.model->plan(config.batch_size / ways, config.block_size, /*with_gradients=*/true);
+    twin.model->gradients();  // allocated now: run_batch_split reads their addresses first
+  }
 }
 
 double TrainingStep::run(uint32_t step, double learning_rate, const BatchFiller& fill,
@@ -47,6 +57,19 @@ void TrainingStep::draw_batches(uint32_t step, const BatchFiller& fill) {
 }
 
 double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
+  const double loss = shares_.empty() ? forward_backward(step, measure_loss)
+                                      : forward_backward_in_shares(step, measure_loss);
+  if (!recording_) issued_plan_ = model_.plans_made();
+  // Clipping reads the gradients' norm; it is summed once here, and first_non_finite reuses it.
+  norm_summed_ = false;
+  if (config_.grad_clip > 0) sum_squared_norm();
+  if (!measure_loss) return std::numeric_limits<double>::quiet_NaN();
+  double global_loss = loss / split_.grad_accum;
+  communicator_.all_reduce_sum_host(&global_loss, 1);
+  return global_loss / split_.world;
+}
+
+double TrainingStep::forward_backward(uint32_t step, bool measure_loss) {
   const int B = config_.batch_size, T = config_.block_size;
   // Several ranks: the last micro-batch's backward pass starts each block's sum over the ranks as
   // it leaves the block, and the blocks below compute while it travels (DDP's buckets).
@@ -82,7 +105,6 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
                     overlap && last ? start_sum : nullptr);
     if (measure_loss) loss += model_.mean_loss();
   }
-  if (!recording_) issued_plan_ = model_.plans_made();
   if (overlap) {
     for (const auto& [offset, count] : waiting)
       communicator_.start_sum_device(gradients + offset, count);
@@ -90,13 +112,42 @@ double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
   } else {
     sum_gradients_over_ranks();
   }
-  // Clipping reads the gradients' norm; it is summed once here, and first_non_finite reuses it.
-  norm_summed_ = false;
-  if (config_.grad_clip > 0) sum_squared_norm();
-  if (!measure_loss) return std::numeric_limits<double>::quiet_NaN();
-  double global_loss = loss / split_.grad_accum;
-  communicator_.all_reduce_sum_host(&global_loss, 1);
-  return global_loss / split_.world;
+  return loss;
+}
+
+// Share i of each micro-batch is its windows i b .. (i + 1) b - 1, b = B / ways, with the dropout
+// those windows have in the whole batch (DropoutContext's first_sample): the shares compute what
+// the unsplit passes would, and their gradients summed are the batch's, up to the rounding of
+// that one sum (the gradients' order of addition within each share's products differs too).
+double TrainingStep::forward_backward_in_shares(uint32_t step, bool measure_loss) {
+  const int ways = static_cast<int>(shares_.size());
+  const int b = config_.batch_size / ways, T = config_.block_size;
+  std::vector<const float*> parts;
+  for (Share& share : shares_) parts.push_back(share.model->gradients());
+  const auto pass = [&](int i) {
+    Share& share = shares_[static_cast<size_t>(i)];
+    // AdamW (or a checkpoint) wrote the parameters on the model's backend since this twin's last
+    // pass: its bf16 copy of them, where it keeps one, is out of date.
+    share.backend->set_parameter_buffer(model_.parameters(), model_.parameter_count());
+    share.loss = 0.0;
+    for (int micro = 0; micro < split_.grad_accum; ++micro) {
+      const Batch& batch = micro_batches_[micro];
+      const size_t first_position = static_cast<size_t>(i) * b * T;
+      const DropoutContext dropout = DropoutContext::of(
+          config_, step, static_cast<uint32_t>(split_.first_window(micro) + int64_t(i) * b));
+      share.model->forward(batch.inputs.data() + first_position,
+                           batch.targets.data() + first_position, b, T, dropout);
+      share.model->backward(1.0f / (static_cast<float>(split_.global_windows()) * T),
+                            micro == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
+      if (measure_loss) share.loss += share.model->mean_loss();
+    }
+  };
+  model_.backend().run_batch_split(ways, pass, model_.gradients(), parts,
+                                   model_.parameter_count());
+  sum_gradients_over_ranks();
+  double loss = 0.0;
+  for (const Share& share : shares_) loss += share.loss;
+  return loss / ways;
 }
 
 void TrainingStep::sum_gradients_over_ranks() {

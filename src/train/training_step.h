@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class TrainingStep {
   GPT& model() { return model_; }
   AdamW& optimizer() { return optimizer_; }
   const BatchSplit& split() const { return split_; }
+  // Into how many shares each micro-batch is split across threads (Backend::batch_split_ways and
+  // config key batch_split): 1, or the twins of the model that compute one share each, side by
+  // side, their gradients summed into the model's.
+  int batch_split_ways() const { return shares_.empty() ? 1 : static_cast<int>(shares_.size()); }
   // The batch of micro-step `micro` as last drawn (host memory).
   const Batch& micro_batch(int micro) const { return micro_batches_.at(micro); }
 
@@ -72,6 +77,11 @@ class TrainingStep {
   // The one call that sums gradients over the ranks (the communicator knows where the backend's
   // memory is: NCCL on the GPU, Gloo or MPI on the host, staged copies without NCCL).
   void sum_gradients_over_ranks();
+  // compute_gradients' passes and sums over the ranks, with the whole micro-batches on the model,
+  // or each split into shares_; both return the sum over micro-batches of their mean losses
+  // (when measure_loss).
+  double forward_backward(uint32_t step, bool measure_loss);
+  double forward_backward_in_shares(uint32_t step, bool measure_loss);
   // squared_norm_ = the sum of the squared gradients (device memory).
   void sum_squared_norm();
 
@@ -81,6 +91,12 @@ class TrainingStep {
   const BatchSplit split_;
   AdamW optimizer_;
   std::vector<Batch> micro_batches_;
+  struct Share {
+    std::unique_ptr<Backend> backend;  // a twin of the model's backend, computing on one thread
+    std::unique_ptr<GPT> model;        // a twin of the model on it: its own activations, gradients
+    double loss = 0.0;                 // the sum of its micro-batches' mean losses, last step
+  };
+  std::vector<Share> shares_;  // empty: no batch split
   DeviceBuffer squared_norm_;  // the gradients' squared global norm, for clipping and checks
   bool norm_summed_ = false;   // squared_norm_ holds this step's (summed over the ranks) norm
   bool recording_ = false;

@@ -85,13 +85,16 @@ TEST(ConfigScope, ResumeAndRankRulesFollowFromTheScope) {
       resume_may_change,
       (std::set<std::string>{"max_iters", "log_interval", "sample_tokens", "checkpoint_interval",
                              "data", "out_dir", "device", "threads", "dist_timeout", "tokenizer",
-                             "cuda_graph"}));
+                             "cuda_graph", "batch_split"}));
   // data and tokenizer are paths: the ranks check the data's identity (tokenizer included).
   // cuda_graph changes how a step is launched, not its bits (and only one process replays).
+  // threads and batch_split change how a rank's step is spread over its cores: the rounding of
+  // its sums, as any change of threads does, not what it computes; each rank sums its own.
   // overlap_gradient_sums is not here: the ranks' sums are collectives that must match, and with
   // more than two ranks the buckets change their rounding.
   EXPECT_EQ(ranks_may_differ, (std::set<std::string>{"data", "tokenizer", "out_dir", "device",
-                                                     "threads", "dist_timeout", "cuda_graph"}));
+                                                     "threads", "dist_timeout", "cuda_graph",
+                                                     "batch_split"}));
   for (const char* structural : {"n_layer", "n_head", "n_embd", "head_size", "block_size", "bias",
                                  "activation", "tie_weights"})
     EXPECT_EQ(find_config_key(structural)->scope, ConfigScope::kModel) << structural;

@@ -126,6 +126,13 @@ class CpuBackend final : public Backend {
     return bytes <= kKeptActivationBudget;
   }
   void store_as_bf16(const float* tensor, size_t count) override;
+  // The batch split (backend.h): every thread its share, where the batch divides evenly and the
+  // model is small (kBatchSplitBudget).
+  static constexpr size_t kBatchSplitBudget = size_t(64) << 20;
+  int batch_split_ways(int batch_size, size_t activation_bytes) const override;
+  std::unique_ptr<Backend> make_twin() const override;
+  void run_batch_split(int ways, const std::function<void(int share)>& share, float* sum,
+                       const std::vector<const float*>& parts, size_t n) override;
 
  private:
   // The bf16 copies of a product's operands (matmul.cpp): the input or activation, the weight,

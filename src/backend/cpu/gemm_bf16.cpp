@@ -28,7 +28,7 @@ namespace {
 // The portable path: widen both operands to fp32 (exactly: bf16 is fp32's upper half) and sgemm.
 void widened_gemm(bool ta, bool tb, int M, int N, int K, const bf16* A, int lda, const bf16* B,
                   int ldb, bool accumulate, float* C, int ldc, const float* bias, bool relu) {
-  static std::vector<float> wide_a, wide_b;
+  thread_local std::vector<float> wide_a, wide_b;
   auto widen = [](std::vector<float>& out, const bf16* x, size_t n) {
     if (out.size() < n) out.resize(n);
     float* o = out.data();
@@ -77,15 +77,17 @@ void vector_product(RowsKernel rows_kernel, int M, int N, int K, const bf16* A, 
                     const bf16* W, int ldw, bool accumulate, float* C, bf16* C16, int ldc,
                     const float* bias, bool relu) {
   constexpr int kWeightRows = 64;  // a block of W: 64 rows of K, 96 KiB at K = 768
-  static std::vector<float> sums;
+  // The caller's buffer: inside the parallel loop `sums` would name each thread's own.
+  thread_local std::vector<float> sums;
   sums.resize(static_cast<size_t>(M) * N);
+  float* const row_sums = sums.data();
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n += kWeightRows) {
     const int n_end = std::min(N, n + kWeightRows);
-    rows_kernel(M, n, n_end, K, A, lda, W, ldw, sums.data(), N);
+    rows_kernel(M, n, n_end, K, A, lda, W, ldw, row_sums, N);
     for (int m = 0; m < M; ++m)
       for (int j = n; j < n_end; ++j) {
-        float value = sums[static_cast<size_t>(m) * N + j] + (bias ? bias[j] : 0.0f);
+        float value = row_sums[static_cast<size_t>(m) * N + j] + (bias ? bias[j] : 0.0f);
         if (accumulate) value += C[static_cast<size_t>(m) * ldc + j];
         if (relu) value = std::max(value, 0.0f);
         if (C16)
@@ -103,8 +105,11 @@ struct Engine {
   dnnl::stream stream{engine};
 };
 
+// Each thread its own engine, stream and primitives: oneDNN's primitives may run on several threads
+// at once, but each on the thread that made it (its scratch memory is the thread's), and the shares
+// of a batch split across threads (backend.h) run their products side by side.
 Engine& engine() {
-  static Engine instance;
+  thread_local Engine instance;
   return instance;
 }
 
@@ -119,7 +124,7 @@ struct Product {
 // bf16_out: C is written as bf16, each element rounded from its fp32 sum (bias and ReLU applied).
 const Product& product_for(bool ta, bool tb, int M, int N, int K, int lda, int ldb, int ldc,
                            bool accumulate, bool with_bias, bool relu, bool bf16_out) {
-  static std::map<ProductKey, Product> cache;
+  thread_local std::map<ProductKey, Product> cache;
   const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, accumulate, with_bias, relu, bf16_out};
   if (auto found = cache.find(key); found != cache.end()) return found->second;
   using dt = dnnl::memory::data_type;
@@ -220,12 +225,13 @@ void gemm_bf16_rounded(bool ta, bool tb, int M, int N, int K, const bf16* A, int
   }
 #endif
   // A long reduction (split by gemm_bf16) or no native kernel: fp32 rows, then rounded.
-  static std::vector<float> sums;
+  thread_local std::vector<float> sums;  // the caller's, read through row_sums in the loop
   sums.resize(static_cast<size_t>(M) * N);
-  gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, false, sums.data(), N, bias, relu);
+  float* const row_sums = sums.data();
+  gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, false, row_sums, N, bias, relu);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = to_bf16(sums[size_t(i) * N + j]);
+    for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = to_bf16(row_sums[size_t(i) * N + j]);
 }
 
 bool bf16_is_native() {
