@@ -126,8 +126,8 @@ void CpuBackend::reduce_thread_partials(float* out, size_t floats) const {
 
 // The batch split (backend.h). Up to 64 MiB of training activations (`tiny`, `seed004`, `baby`),
 // whose every op takes microseconds: measured on a 2-core AMD EPYC Zen 4, `tiny`'s step took
-// 0.57-0.59 ms with both threads on every op (1.3 ms in the process-long slow states these
-// machines fall into) and 0.48-0.50 ms as two halves side by side on a thread each. Larger models
+// 0.46-0.66 ms with both threads on every op (0.82-1.34 ms in the slow stretches these shared
+// machines go through) and 0.43-0.50 ms (0.65-0.72) as two halves side by side, a thread each. Larger models
 // keep both threads on every op, whose products are then large enough to share well
 // (shakespeare_char's training activations take over 1 GiB).
 int CpuBackend::batch_split_ways(int batch_size, size_t activation_bytes) const {
@@ -163,7 +163,6 @@ void CpuBackend::run_batch_split(int ways, const std::function<void(int share)>&
   for (const std::exception_ptr& failure : failures)
     if (failure) std::rethrow_exception(failure);
   wrote(sum, n * sizeof(float));
-  if (parts.empty()) return fill_zero(sum, n * sizeof(float));
 #pragma omp parallel num_threads(threads_)
   {
     const size_t part = static_cast<size_t>(omp_get_thread_num());
