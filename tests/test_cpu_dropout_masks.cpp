@@ -26,9 +26,10 @@ DropoutSpec residual_dropout(uint32_t step) {
 }
 
 // dqkv of a backward pass with step 5's masks after step 5's forward; with `another_forward`,
-// after which a forward of step 6 (into other buffers) replaced the recording.
-Floats attention_gradient(const char* dtype, bool another_forward) {
-  const int B = 2, T = 70, H = 2, hs = 32, A = H * hs;
+// after which a forward of step 6 (into other buffers) replaced the recording. T and hs: the
+// strips (70, 32), or a block and heads short enough for the short-block kernels (16, 10).
+Floats attention_gradient(const char* dtype, bool another_forward, int T, int hs) {
+  const int B = 2, H = 2, A = H * hs;
   auto backend = make_backend("cpu", 0, BackendOptions{dtype});
   const Floats qkv = random_vector<float>(size_t(B) * T * 3 * A, 1);
   const Floats dout = random_vector<float>(size_t(B) * T * A, 2);
@@ -78,7 +79,8 @@ TEST(CpuDropoutMasks, RecalledMasksAreTheMasksDrawnAgain) {
   for (const char* dtype : {"fp32", "bf16"}) {
     SCOPED_TRACE(dtype);
     // Recalled from step 5's forward, or drawn again after step 6's replaced the recording.
-    EXPECT_EQ(attention_gradient(dtype, false), attention_gradient(dtype, true));
+    EXPECT_EQ(attention_gradient(dtype, false, 70, 32), attention_gradient(dtype, true, 70, 32));
+    EXPECT_EQ(attention_gradient(dtype, false, 16, 10), attention_gradient(dtype, true, 16, 10));
     EXPECT_EQ(residual_gradient(dtype, false), residual_gradient(dtype, true));
   }
 }

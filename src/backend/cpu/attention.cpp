@@ -17,7 +17,9 @@
 // layer of the shakespeare_char model at 16,384 tokens per step.
 //
 // With --dtype bf16 on a CPU with AMX or AVX512-BF16, the same strips run with bf16 products
-// instead (attention_tiles.cpp), for heads whose size is a multiple of 32.
+// instead (attention_tiles.cpp), for heads whose size is a multiple of 32. Blocks and heads no
+// longer than one vector (`tiny`, `seed004`) take a pair whole, transposed, in registers
+// (attention_short_blocks.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/attention_rows.h"
+#include "backend/cpu/attention_short_blocks.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/small_products.h"
 
@@ -38,6 +41,7 @@ using attention_rows::draw_row_multipliers;
 using attention_rows::draw_strip_multipliers;
 using attention_rows::HeadSlices;
 using attention_rows::kRowBlock;
+using attention_rows::recall_row_multipliers;
 using attention_rows::round_rows;
 
 // Scratch floats per thread: three strips of kRowBlock x T and one row of dropout multipliers.
@@ -70,6 +74,24 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
   const int pairs_at_a_time = pairs_per_take(B, H, threads_);
   // The projection after attention reads all of out: a copy only when all of it is written.
   cpu::bf16* out16 = q_start == 0 ? bf16_output(kOperandA, out, size_t(B) * T * A) : nullptr;
+
+#if defined(FOLIO_ATTENTION_SHORT_BLOCKS)
+  if (q_start == 0 && attention_short_blocks::fits(T, hs)) {
+#pragma omp parallel for schedule(dynamic, pairs_at_a_time)
+    for (int pair = 0; pair < B * H; ++pair) {
+      const HeadSlices head(pair, T, H, hs);
+      const float* q = qkv + head.q;
+      float multipliers[attention_short_blocks::kWidth * attention_short_blocks::kWidth];
+      if (dropout.active())
+        draw_strip_multipliers(multipliers, dropout, head.b, head.h, T, 0, T, masks);
+      attention_short_blocks::forward_pair(out + head.out, A, lse + head.lse, q, q + A, q + 2 * A,
+                                           ld_qkv, T, hs, scale,
+                                           dropout.active() ? multipliers : nullptr);
+      if (out16) round_rows(out16 + head.out, out + head.out, T, hs, A);
+    }
+    return;
+  }
+#endif
 
 #pragma omp parallel for schedule(dynamic, pairs_at_a_time)
   for (int pair = 0; pair < B * H; ++pair) {
@@ -128,6 +150,28 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
   const int pairs_at_a_time = pairs_per_take(B, H, threads_);
   // dk and dv are summed in place over the strips: the fp32 dqkv is written whoever reads it.
   cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
+
+#if defined(FOLIO_ATTENTION_SHORT_BLOCKS)
+  if (attention_short_blocks::fits(T, hs)) {
+#pragma omp parallel for schedule(dynamic, pairs_at_a_time)
+    for (int pair = 0; pair < B * H; ++pair) {
+      const HeadSlices head(pair, T, H, hs);
+      const float* q = qkv + head.q;
+      float* dq = dqkv + head.q;
+      float multipliers[attention_short_blocks::kWidth * attention_short_blocks::kWidth];
+      if (dropout.active())
+        for (int i = 0; i < T; ++i)
+          recall_row_multipliers(multipliers + i * T, dropout, head.b, head.h, T, i, masks);
+      attention_short_blocks::backward_pair(dq, dq + A, dq + 2 * A, dout + head.out, A, q, q + A,
+                                            q + 2 * A, ld_qkv, lse + head.lse, T, hs, scale,
+                                            dropout.active() ? multipliers : nullptr);
+      if (dqkv16)
+        for (const float* part : {dq, dq + A, dq + 2 * A})
+          round_rows(dqkv16 + (part - dqkv), part, T, hs, ld_qkv);
+    }
+    return;
+  }
+#endif
 
 #pragma omp parallel for schedule(dynamic, pairs_at_a_time)
   for (int pair = 0; pair < B * H; ++pair) {

@@ -41,6 +41,9 @@ inline Mask lanes_of(int count) {  // the first `count` lanes (none below 0, all
 inline bool all_lanes(Mask m) {
   return m == Mask(0xFFFF);
 }
+inline Mask lanes_between(int first, int end) {  // lanes first .. end - 1
+  return static_cast<Mask>(lanes_of(end) & ~lanes_of(first));
+}
 inline Vector load(const float* x) {
   return _mm512_loadu_ps(x);
 }
@@ -67,6 +70,9 @@ inline Vector subtract(Vector a, Vector b) {
 }
 inline Vector multiply(Vector a, Vector b) {
   return _mm512_mul_ps(a, b);
+}
+inline Vector divide(Vector a, Vector b) {
+  return _mm512_div_ps(a, b);
 }
 inline Vector multiply_add(Vector a, Vector b, Vector c) {
   return _mm512_fmadd_ps(a, b, c);
@@ -111,6 +117,9 @@ inline Mask lanes_of(int count) {  // the first `count` lanes (none below 0, all
 inline bool all_lanes(Mask m) {
   return _mm256_movemask_ps(_mm256_castsi256_ps(m)) == 0xFF;
 }
+inline Mask lanes_between(int first, int end) {  // lanes first .. end - 1
+  return _mm256_andnot_si256(lanes_of(first), lanes_of(end));
+}
 inline Vector load(const float* x) {
   return _mm256_loadu_ps(x);
 }
@@ -141,6 +150,9 @@ inline Vector subtract(Vector a, Vector b) {
 }
 inline Vector multiply(Vector a, Vector b) {
   return _mm256_mul_ps(a, b);
+}
+inline Vector divide(Vector a, Vector b) {
+  return _mm256_div_ps(a, b);
 }
 inline Vector multiply_add(Vector a, Vector b, Vector c) {
   return _mm256_fmadd_ps(a, b, c);
