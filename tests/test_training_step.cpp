@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "config/presets.h"
 #include "data/batches.h"
@@ -185,14 +186,19 @@ SplitRun train_on_threads(Config config, int threads, const std::string& batch_s
 }
 
 // The batch split across threads (Backend::batch_split_ways): each of two threads runs the whole
-// pass of half the batch on a twin backend; the step must be the unsplit one's, in fp32 and bf16
-// (up to the rounding of the sums, and in bf16 of the roundings those move), with grad_accum, and
-// the same bits every run. Where the batch does not divide, or batch_split=off, nothing splits.
+// pass of its share of the batch on a twin backend; the step must be the unsplit one's, in fp32
+// and bf16 (up to the rounding of the sums, and in bf16 of the roundings those move), with
+// grad_accum and with shares of unequal size, and the same bits every run. With one window, or
+// batch_split=off, nothing splits.
 TEST(TrainingStep, SplittingTheBatchAcrossThreadsComputesTheSameStep) {
+  // 8 windows in shares of 4 and 4, 5 in shares of 3 and 2 (the loss weighs each share's mean
+  // by its windows).
   for (const char* dtype : {"fp32", "bf16"}) {
-    for (int grad_accum : {1, 2}) {
-      SCOPED_TRACE(std::string(dtype) + ", grad_accum " + std::to_string(grad_accum));
-      Config config = step_config(/*batch_size=*/8, grad_accum);
+    for (const auto& [batch_size, grad_accum] :
+         {std::pair{8, 1}, std::pair{8, 2}, std::pair{5, 2}}) {
+      SCOPED_TRACE(std::string(dtype) + ", batch " + std::to_string(batch_size) + ", grad_accum " +
+                   std::to_string(grad_accum));
+      Config config = step_config(batch_size, grad_accum);
       config.dtype = dtype;
       const SplitRun unsplit = train_on_threads(config, 2, "off");
       const SplitRun split = train_on_threads(config, 2, "auto");
@@ -216,8 +222,8 @@ TEST(TrainingStep, SplittingTheBatchAcrossThreadsComputesTheSameStep) {
       EXPECT_EQ(split.parameters, again.parameters);
     }
   }
-  Config odd = step_config(/*batch_size=*/5, 1);
-  EXPECT_EQ(train_on_threads(odd, 2, "auto", 1).ways, 1);
+  // A batch of one window has nothing to split.
+  EXPECT_EQ(train_on_threads(step_config(/*batch_size=*/1, 1), 2, "auto", 1).ways, 1);
 }
 
 TEST(TrainingStep, NamesTheFirstNonFiniteGradient) {

@@ -234,10 +234,16 @@ void Trainer::print_header() {
               << ", collectives over " << communicator_.name() << "; global batch " << split.world
               << " x " << split.batch_size << " x " << split.grad_accum << " = "
               << split.global_windows() << " windows\n";
-  if (training_.batch_split_ways() > 1)
-    std::cout << "batch split: each micro-batch of " << split.batch_size << " windows in "
-              << training_.batch_split_ways() << " shares, each on a thread of its own "
+  if (const int ways = training_.batch_split_ways(); ways > 1) {
+    // Shares of B / ways windows, or of that and one more (TrainingStep).
+    const int fewest = split.batch_size / ways;
+    const std::string windows = split.batch_size % ways == 0
+                                    ? std::to_string(fewest)
+                                    : std::to_string(fewest) + "-" + std::to_string(fewest + 1);
+    std::cout << "batch split: each micro-batch of " << split.batch_size << " windows in " << ways
+              << " shares of " << windows << " windows, each on a thread of its own "
               << "(batch_split=off: every op on every thread)\n";
+  }
   if (options_.resume)
     std::cout << "resuming at step " << start_step_ << " of " << config_.max_iters << "\n";
   std::cout << std::flush;

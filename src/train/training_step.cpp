@@ -34,11 +34,15 @@ TrainingStep::TrainingStep(GPT& model, const Config& config, Communicator& commu
   const int ways = config.batch_split == "off"
                        ? 1
                        : model.backend().batch_split_ways(config.batch_size, model.activation_bytes());
+  // Share i takes windows B i / ways .. B (i + 1) / ways - 1: shares of B / ways windows, or of
+  // one window more and less where the thread count does not divide the batch.
   for (int share = 0; ways > 1 && share < ways; ++share) {
     Share& twin = shares_.emplace_back();
+    twin.first_window = config.batch_size * share / ways;
+    twin.windows = config.batch_size * (share + 1) / ways - twin.first_window;
     twin.backend = model.backend().make_twin();
     twin.model = std::make_unique<GPT>(*twin.backend, model);
-    twin.model->plan(config.batch_size / ways, config.block_size, /*with_gradients=*/true);
+    twin.model->plan(twin.windows, config.block_size, /*with_gradients=*/true);
     twin.model->gradients();  // allocated now: run_batch_split reads their addresses first
   }
 }
@@ -115,13 +119,13 @@ double TrainingStep::forward_backward(uint32_t step, bool measure_loss) {
   return loss;
 }
 
-// Share i of each micro-batch is its windows i b .. (i + 1) b - 1, b = B / ways, with the dropout
-// those windows have in the whole batch (DropoutContext's first_sample): the shares compute what
-// the unsplit passes would, and their gradients summed are the batch's, up to the rounding of
-// that one sum (the gradients' order of addition within each share's products differs too).
+// Each share computes its windows of each micro-batch with the dropout those windows have in the
+// whole batch (DropoutContext's first_sample): the shares compute what the unsplit passes would,
+// and their gradients summed are the batch's, up to the rounding of that one sum (the gradients'
+// order of addition within each share's products differs too).
 double TrainingStep::forward_backward_in_shares(uint32_t step, bool measure_loss) {
   const int ways = static_cast<int>(shares_.size());
-  const int b = config_.batch_size / ways, T = config_.block_size;
+  const int T = config_.block_size;
   std::vector<const float*> parts;
   for (Share& share : shares_) parts.push_back(share.model->gradients());
   const auto pass = [&](int i) {
@@ -132,11 +136,11 @@ double TrainingStep::forward_backward_in_shares(uint32_t step, bool measure_loss
     share.loss = 0.0;
     for (int micro = 0; micro < split_.grad_accum; ++micro) {
       const Batch& batch = micro_batches_[micro];
-      const size_t first_position = static_cast<size_t>(i) * b * T;
+      const size_t first_position = static_cast<size_t>(share.first_window) * T;
       const DropoutContext dropout = DropoutContext::of(
-          config_, step, static_cast<uint32_t>(split_.first_window(micro) + int64_t(i) * b));
+          config_, step, static_cast<uint32_t>(split_.first_window(micro) + share.first_window));
       share.model->forward(batch.inputs.data() + first_position,
-                           batch.targets.data() + first_position, b, T, dropout);
+                           batch.targets.data() + first_position, share.windows, T, dropout);
       share.model->backward(1.0f / (static_cast<float>(split_.global_windows()) * T),
                             micro == 0 ? GradientUpdate::kWrite : GradientUpdate::kAdd);
       if (measure_loss) share.loss += share.model->mean_loss();
@@ -145,9 +149,10 @@ double TrainingStep::forward_backward_in_shares(uint32_t step, bool measure_loss
   model_.backend().run_batch_split(ways, pass, model_.gradients(), parts,
                                    model_.parameter_count());
   sum_gradients_over_ranks();
+  // The micro-batches' mean losses: each share's mean weighs its share of the windows.
   double loss = 0.0;
-  for (const Share& share : shares_) loss += share.loss;
-  return loss / ways;
+  for (const Share& share : shares_) loss += share.loss * share.windows;
+  return loss / config_.batch_size;
 }
 
 void TrainingStep::sum_gradients_over_ranks() {

@@ -94,6 +94,8 @@ class TrainingStep {
   struct Share {
     std::unique_ptr<Backend> backend;  // a twin of the model's backend, computing on one thread
     std::unique_ptr<GPT> model;        // a twin of the model on it: its own activations, gradients
+    int first_window = 0;              // its windows of each micro-batch: first_window ..
+    int windows = 0;                   //   first_window + windows - 1
     double loss = 0.0;                 // the sum of its micro-batches' mean losses, last step
   };
   std::vector<Share> shares_;  // empty: no batch split

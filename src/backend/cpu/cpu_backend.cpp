@@ -131,8 +131,8 @@ void CpuBackend::reduce_thread_partials(float* out, size_t floats) const {
 // keep both threads on every op, whose products are then large enough to share well
 // (shakespeare_char's training activations take over 1 GiB).
 int CpuBackend::batch_split_ways(int batch_size, size_t activation_bytes) const {
-  if (threads_ < 2 || batch_size % threads_ != 0 || activation_bytes > kBatchSplitBudget) return 1;
-  return threads_;
+  if (threads_ < 2 || batch_size < 2 || activation_bytes > kBatchSplitBudget) return 1;
+  return std::min(threads_, batch_size);  // a share of at least one window each
 }
 
 std::unique_ptr<Backend> CpuBackend::make_twin() const {

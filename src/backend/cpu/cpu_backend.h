@@ -126,8 +126,9 @@ class CpuBackend final : public Backend {
     return bytes <= kKeptActivationBudget;
   }
   void store_as_bf16(const float* tensor, size_t count) override;
-  // The batch split (backend.h): every thread its share, where the batch divides evenly and the
-  // model is small (kBatchSplitBudget).
+  // The batch split (backend.h): every thread its share of the windows (shares one window apart
+  // where the thread count does not divide the batch; fewer shares than threads for a batch of
+  // fewer windows), where the model is small (kBatchSplitBudget).
   static constexpr size_t kBatchSplitBudget = size_t(64) << 20;
   int batch_split_ways(int batch_size, size_t activation_bytes) const override;
   std::unique_ptr<Backend> make_twin() const override;
