@@ -173,9 +173,9 @@ TEST_P(BackendOps, Attention) {
   // 10 (tiny) and 64 (GPT-2). tiny's own (T 16, heads of 10), T = 24, 32 and 64 with heads of 4,
   // 8 and 2 are products small enough for the CPU's register kernel (small_products.h), whose
   // rows of C take one to four AVX-512 vectors (two to eight AVX2 ones), with or without a tail.
-  // Blocks and heads of at most one vector (T, hs <= 16 on AVX-512, <= 8 on AVX2) take the
-  // CPU's short-block kernels (attention_short_blocks.h): T 16 with heads of 16 and 10, T 9 and
-  // 8, and T 17 and heads of 17 just past them.
+  // Blocks and heads of at most 16 (one AVX-512 vector, two AVX2 ones) take the CPU's
+  // short-block kernels (attention_short_blocks.h): T 16 with heads of 16 and 10, T 9 and 8
+  // (one AVX2 vector and a part of the next, or one whole), and T 17 and heads of 17 just past.
   for (const AttentionCase& c :
        {AttentionCase{2, 16, 2, 16, 0.2f}, AttentionCase{2, 9, 2, 12, 0.3f},
         AttentionCase{1, 8, 2, 8, 0.2f}, AttentionCase{2, 17, 1, 16, 0.2f},
