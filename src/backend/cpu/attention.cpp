@@ -17,8 +17,8 @@
 // layer of the shakespeare_char model at 16,384 tokens per step.
 //
 // With --dtype bf16 on a CPU with AMX or AVX512-BF16, the same strips run with bf16 products
-// instead (attention_tiles.cpp), for heads whose size is a multiple of 32. Blocks and heads no
-// longer than one vector (`tiny`, `seed004`) take a pair whole, transposed, in registers
+// instead (attention_tiles.cpp), for heads whose size is a multiple of 32. Blocks and heads of at
+// most 16 (`tiny`, `seed004`) take a pair whole, its scores transposed, in vectors
 // (attention_short_blocks.h).
 #include <omp.h>
 
