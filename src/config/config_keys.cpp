@@ -355,8 +355,8 @@ const std::vector<ConfigKey>& config_keys() {
        .help = "CPU training: auto splits each micro-batch of a small model (training activations "
                "up to 64 MiB: tiny, seed004, baby) across the threads, each running the whole "
                "forward and backward pass of its share on one core, their gradients summed at "
-               "the end (data parallelism inside the process; the batch must divide by the "
-               "threads); off runs every op on every thread. The same step up to the sums' "
+               "the end (data parallelism inside the process; shares one window apart where the "
+               "threads do not divide the batch); off runs every op on every thread. The same step up to the sums' "
                "rounding",
        .choices = "auto|off"},
       {.name = "dist_timeout",
