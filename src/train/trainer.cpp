@@ -235,11 +235,10 @@ void Trainer::print_header() {
               << " x " << split.batch_size << " x " << split.grad_accum << " = "
               << split.global_windows() << " windows\n";
   if (const int ways = training_.batch_split_ways(); ways > 1) {
-    // Shares of B / ways windows, or of that and one more (TrainingStep).
-    const int fewest = split.batch_size / ways;
-    const std::string windows = split.batch_size % ways == 0
+    const auto [fewest, most] = training_.batch_split_share_windows();
+    const std::string windows = fewest == most
                                     ? std::to_string(fewest)
-                                    : std::to_string(fewest) + "-" + std::to_string(fewest + 1);
+                                    : std::to_string(fewest) + "-" + std::to_string(most);
     std::cout << "batch split: each micro-batch of " << split.batch_size << " windows in " << ways
               << " shares of " << windows << " windows, each on a thread of its own "
               << "(batch_split=off: every op on every thread)\n";

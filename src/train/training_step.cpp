@@ -47,6 +47,14 @@ TrainingStep::TrainingStep(GPT& model, const Config& config, Communicator& commu
   }
 }
 
+std::pair<int, int> TrainingStep::batch_split_share_windows() const {
+  if (shares_.empty()) return {config_.batch_size, config_.batch_size};
+  const auto [fewest, most] = std::minmax_element(
+      shares_.begin(), shares_.end(),
+      [](const Share& a, const Share& b) { return a.windows < b.windows; });
+  return {fewest->windows, most->windows};
+}
+
 double TrainingStep::run(uint32_t step, double learning_rate, const BatchFiller& fill,
                          bool measure_loss) {
   draw_batches(step, fill);

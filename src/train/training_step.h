@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -41,6 +42,8 @@ class TrainingStep {
   // config key batch_split): 1, or the twins of the model that compute one share each, side by
   // side, their gradients summed into the model's.
   int batch_split_ways() const { return shares_.empty() ? 1 : static_cast<int>(shares_.size()); }
+  // The fewest and most windows of a micro-batch one share takes (equal where the shares are).
+  std::pair<int, int> batch_split_share_windows() const;
   // The batch of micro-step `micro` as last drawn (host memory).
   const Batch& micro_batch(int micro) const { return micro_batches_.at(micro); }
 

@@ -70,7 +70,6 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
     throw Error("internal: attention on fp32 products reads and writes fp32 tensors only");
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
   const int pairs_at_a_time = pairs_per_take(B, H, threads_);
   // The projection after attention reads all of out: a copy only when all of it is written.
   cpu::bf16* out16 = q_start == 0 ? bf16_output(kOperandA, out, size_t(B) * T * A) : nullptr;
@@ -93,6 +92,7 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
   }
 #endif
 
+  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
 #pragma omp parallel for schedule(dynamic, pairs_at_a_time)
   for (int pair = 0; pair < B * H; ++pair) {
     const HeadSlices head(pair, T, H, hs);
@@ -146,7 +146,6 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
     throw Error("internal: attention on fp32 products reads and writes fp32 tensors only");
   const int A = H * hs, ld_qkv = 3 * A;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
   const int pairs_at_a_time = pairs_per_take(B, H, threads_);
   // dk and dv are summed in place over the strips: the fp32 dqkv is written whoever reads it.
   cpu::bf16* dqkv16 = bf16_output(kGradient, dqkv, size_t(B) * T * ld_qkv);
@@ -173,6 +172,7 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
   }
 #endif
 
+  for (int t = 0; t < threads_; ++t) attention_scratch(t, scratch_floats(T));
 #pragma omp parallel for schedule(dynamic, pairs_at_a_time)
   for (int pair = 0; pair < B * H; ++pair) {
     const HeadSlices head(pair, T, H, hs);
