@@ -33,44 +33,50 @@ inline float sum_of_lanes(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// J rows of W (n.. n + J - 1) against the M rows of A, as bf16_tiles.cpp's weight_rows: M x J
-// sums of 8 lanes (at most 8 accumulators, with the M rows of A and one of W beside them in the
-// 16 registers), the bf16 operands widened as loaded and multiplied-added in fp32.
-template <int M, int J>
-void weight_rows(int n, int K, const bf16* A, size_t lda, const bf16* W, size_t ldw, float* C,
-                 size_t ldc) {
-  __m256 sums[M][J];
-#pragma GCC unroll 8
-  for (int m = 0; m < M; ++m)
-#pragma GCC unroll 8
-    for (int j = 0; j < J; ++j) sums[m][j] = _mm256_setzero_ps();
-  const auto step = [&](int k, auto widen) {
-    __m256 a[M];
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m) a[m] = widen(A + m * lda + k);
-#pragma GCC unroll 8
-    for (int j = 0; j < J; ++j) {
-      const __m256 w = widen(W + (n + j) * ldw + k);
-#pragma GCC unroll 8
-      for (int m = 0; m < M; ++m) sums[m][j] = _mm256_fmadd_ps(a[m], w, sums[m][j]);
-    }
-  };
-  int k = 0;
-  for (; k + 8 <= K; k += 8) step(k, [](const bf16* x) { return widen_8(x); });
-  if (k < K) step(k, [rest = K - k](const bf16* x) { return widen_up_to_8(x, rest); });
-#pragma GCC unroll 8
-  for (int m = 0; m < M; ++m)
-#pragma GCC unroll 8
-    for (int j = 0; j < J; ++j) C[m * ldc + n + j] = sum_of_lanes(sums[m][j]);
-}
-
+// One row of W (n) against the M rows of A, the row read from its start to its end, as
+// bf16_tiles.cpp's weight_row (one sequential stream a thread): the bf16 operands widened as
+// loaded and multiplied-added in fp32, 8 numbers a vector, in M x Chains accumulators (Chains
+// vectors a step, each its own chain of FMAs, so that their latencies overlap).
 template <int M>
-void rows_of_a(int n_begin, int n_end, int K, const bf16* A, size_t lda, const bf16* W, size_t ldw,
-               float* C, size_t ldc) {
-  constexpr int J = M == 1 ? 8 : M == 2 ? 4 : 2;  // M x J accumulators: at most 8
-  int n = n_begin;
-  for (; n + J <= n_end; n += J) weight_rows<M, J>(n, K, A, lda, W, ldw, C, ldc);
-  for (; n < n_end; ++n) weight_rows<M, 1>(n, K, A, lda, W, ldw, C, ldc);
+void weight_row(int n, int K, const bf16* A, size_t lda, const bf16* W, size_t ldw, float* C,
+                size_t ldc) {
+  constexpr int kChains = M == 1 ? 4 : M == 2 ? 2 : 1;
+  const bf16* w = W + n * ldw;
+  __m256 sums[M][kChains];
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int chain = 0; chain < kChains; ++chain) sums[m][chain] = _mm256_setzero_ps();
+  int k = 0;
+  for (; k + 8 * kChains <= K; k += 8 * kChains) {
+#pragma GCC unroll 4
+    for (int chain = 0; chain < kChains; ++chain) {
+      const __m256 weights = widen_8(w + k + 8 * chain);
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m)
+        sums[m][chain] =
+            _mm256_fmadd_ps(widen_8(A + m * lda + k + 8 * chain), weights, sums[m][chain]);
+    }
+  }
+  for (; k + 8 <= K; k += 8) {
+    const __m256 weights = widen_8(w + k);
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m)
+      sums[m][0] = _mm256_fmadd_ps(widen_8(A + m * lda + k), weights, sums[m][0]);
+  }
+  if (k < K) {
+    const __m256 weights = widen_up_to_8(w + k, K - k);
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m)
+      sums[m][0] = _mm256_fmadd_ps(widen_up_to_8(A + m * lda + k, K - k), weights, sums[m][0]);
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m) {
+    __m256 total = sums[m][0];
+#pragma GCC unroll 4
+    for (int chain = 1; chain < kChains; ++chain) total = _mm256_add_ps(total, sums[m][chain]);
+    C[m * ldc + n] = sum_of_lanes(total);
+  }
 }
 
 }  // namespace
@@ -78,7 +84,8 @@ void rows_of_a(int n_begin, int n_end, int K, const bf16* A, size_t lda, const b
 void rows_times_transposed_avx2(int M, int n_begin, int n_end, int K, const bf16* A, size_t lda,
                                 const bf16* W, size_t ldw, float* C, size_t ldc) {
   with_rows(M, [&](auto rows) {
-    rows_of_a<decltype(rows)::count>(n_begin, n_end, K, A, lda, W, ldw, C, ldc);
+    for (int n = n_begin; n < n_end; ++n)
+      weight_row<decltype(rows)::count>(n, K, A, lda, W, ldw, C, ldc);
   });
 }
 

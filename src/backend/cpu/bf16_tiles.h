@@ -95,8 +95,9 @@ void gemm(Engine engine, int M, int N, int K, const bf16* A, size_t lda, const b
 // A[m][k] W[n][k], for m < M and n_begin <= n < n_end; A is M x K and W is N x K, both bf16,
 // row-major (leading dimensions lda, ldw); C is fp32 (ldc). Each row of W is read once, straight
 // from memory, for all M rows of A: a matrix-vector product is a pass over the weights, which
-// oneDNN's kernels first copy into their own layout. vdpbf16ps on 32 elements of a row at a time,
-// the products summed in fp32 lane by lane, the 16 lanes added at the end. Only where
+// oneDNN's kernels first copy into their own layout. Each weight row is read from start to end
+// (one sequential stream a thread), vdpbf16ps on 32 elements at a time, the products summed in
+// fp32 lane by lane in four chains, the chains and their 16 lanes added at the end. Only where
 // engine_runs(Engine::avx512_bf16); the caller splits [0, N) among its threads.
 constexpr int kMostVectorRows = 4;
 // The few-row kernels are templates on their row count: calls few(Rows<M>{}) for the M at run
