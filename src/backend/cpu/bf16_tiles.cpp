@@ -329,7 +329,7 @@ void gemm_vector(int M, int N, int K, const bf16* A, size_t lda, const bf16* B,
 // values in the key/value cache: each head's slice of a cached row, 4.5 KiB apart at GPT-2 124M's
 // width, read one after the other. The hardware's prefetchers did not run ahead of that stride: a
 // token's keys and values (12 layers, 950 cached positions, 2 threads, a microbenchmark on an AMD
-// Zen 5) took 2.0-2.3 ms at 15-17 GB/s, and 1.2-1.4 ms at 26-30 GB/s with each row asked for
+// Zen 5) took 2.0-2.3 ms at 15-17 GB/s, and 1.0-1.1 ms at 32-37 GB/s with each row asked for
 // kRowsAhead rows before it is read. Weight rows, read as one stream, need no such hint.
 constexpr int kRowsAhead = 16;
 constexpr int kShortRow = 128;
