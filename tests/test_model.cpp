@@ -165,6 +165,41 @@ TEST(Model, KeyValueCacheGivesTheLogitsOfAFullForwardAtEveryPosition) {
   }
 }
 
+TEST(Model, TheLastRowAloneGivesAFullForwardsLastLogitsAndFillsTheCache) {
+  // Generation's forward (last_logits_only) computes its last block past the keys and values for
+  // row T-1 alone. Its logits of row T-1 must be a full forward's, for a whole window (a prompt,
+  // or a window cropped past block_size) and for new rows after cached ones; and the keys and
+  // values it wrote for the other rows must serve the next tokens, fed one at a time.
+  auto backend = cpu();
+  for (const Config& c : {small_config(), load_config("seed004")}) {
+    const int T = c.block_size, V = 65;
+    GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
+    model.initialize(3, 0.2, false, init_scheme_of(c));
+    reference.initialize(3, 0.2, false, init_scheme_of(c));
+    const auto tokens = random_tokens(T, V, 4);
+    reference.forward(tokens.data(), nullptr, 1, T, DropoutContext{});
+    const std::vector<float> full = reference.read_logits();  // (1, T, V)
+    const auto row_of_full = [&](int t) {
+      return std::vector<float>(full.begin() + t * V, full.begin() + (t + 1) * V);
+    };
+    model.forward(tokens.data(), nullptr, 1, T, DropoutContext{}, 0, /*last_logits_only=*/true);
+    EXPECT_LT(relative_error(model.logits_row(0, T - 1), row_of_full(T - 1)), 1e-6)
+        << c.block_order << ", a whole window";
+    const int prompt = T / 2;
+    model.forward(tokens.data(), nullptr, 1, prompt, DropoutContext{}, 0, true);
+    EXPECT_LT(relative_error(model.logits_row(0, prompt - 1), row_of_full(prompt - 1)), 1e-6)
+        << c.block_order << ", a prompt";
+    model.forward(tokens.data(), nullptr, 1, prompt + 3, DropoutContext{}, prompt, true);
+    EXPECT_LT(relative_error(model.logits_row(0, prompt + 2), row_of_full(prompt + 2)), 1e-6)
+        << c.block_order << ", three rows after the cached prompt";
+    for (int t = prompt + 4; t <= T; ++t) {
+      model.forward(tokens.data(), nullptr, 1, t, DropoutContext{}, t - 1, true);
+      EXPECT_LT(relative_error(model.logits_row(0, t - 1), row_of_full(t - 1)), 1e-6)
+          << c.block_order << ", position " << t - 1 << " from the cache";
+    }
+  }
+}
+
 TEST(Model, MicroBatchesAccumulateTheGradientOfTheWholeBatchWithDropout) {
   auto backend = cpu();
   const Config c = small_config();

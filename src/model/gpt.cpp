@@ -287,29 +287,46 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   for (int l = 0; l < shape_.n_layer; ++l) {
     const LayerTensors& w = weights_.layers[l];
     LayerActivations& block = activations_.layers[l];
-    const BlockRows row = block_rows(activations_, l, first, shape_);
+    const BlockRows new_rows = block_rows(activations_, l, first, shape_);
     const float* ln1_out = norm_after(activations_, weights_, l - 1).from_row(first, C).out;
     // x = x + sa(ln1(x)); sa = dropout(proj(concat of heads)), each head dropout on its weights
-    backend_.matmul_forward(row.qkv, ln1_out, w.qkv_weight, w.qkv_bias, rows, C, 3 * A);
-    backend_.attention_forward(block.att, block.attention_saved, block.qkv, B, T, H, hs, first_row,
+    backend_.matmul_forward(new_rows.qkv, ln1_out, w.qkv_weight, w.qkv_bias, rows, C, 3 * A);
+    // From the queries on, the last block of a generation step computes row T-1 alone: the new
+    // rows' keys and values are in qkv now (the cache, and what row T-1 attends to), and nothing
+    // else this block writes for the other rows is ever read, since the next token is drawn from
+    // row T-1's logits. Of a block's 12 C^2 multiply-adds a row (qkv 3, proj 1, the MLP 8) the
+    // other rows keep 3: a window cropped past block_size, recomputed whole for each token, so
+    // skips 9/72 of shakespeare_char's products (six blocks), and its last block's attention.
+    const bool last_row_alone = last_logits_only && l == shape_.n_layer - 1;  // B is 1 then
+    const size_t from = last_row_alone ? static_cast<size_t>(T - 1) : first;
+    const int from_rows = B * T - static_cast<int>(from);
+    const size_t from_per_sample = static_cast<size_t>(from_rows) * C / B;
+    const BlockRows row = last_row_alone ? block_rows(activations_, l, from, shape_) : new_rows;
+    float* branch = model.branch + (from - first) * C;
+    const float* residual_in = post_norm
+        ? norm_after(activations_, weights_, l - 1).from_row(from, C).out
+        : x + (from - first) * C;
+    backend_.attention_forward(block.att, block.attention_saved, block.qkv, B, T, H, hs,
+                               static_cast<int>(from),
                                dropout.at(l, DropoutSite::kAttentionWeights));
-    backend_.matmul_forward(model.branch, row.att, w.proj_weight, w.proj_bias, rows, A, C);
+    backend_.matmul_forward(branch, row.att, w.proj_weight, w.proj_bias, from_rows, A, C);
     backend_.dropout_add_layernorm_forward(row.residual_mid, row.ln2, row.ln2_mean, row.ln2_rstd,
-                                           post_norm ? ln1_out : x, model.branch, w.ln2_weight,
-                                           w.ln2_bias, B, per_sample, C,
+                                           residual_in, branch, w.ln2_weight, w.ln2_bias, B,
+                                           from_per_sample, C,
                                            dropout.at(l, DropoutSite::kAttentionOutput),
                                            activations_.block_ln_read_by());
     // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
-    backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias, rows,
-                                       C, F, shape_.activation, activations_.fc_act_read_by());
-    backend_.matmul_forward(model.branch, row.fc_act, w.fc2_weight, w.fc2_bias, rows, F, C);
-    const NormTensors next = norm_after(activations_, weights_, l).from_row(first, C);
+    backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias,
+                                       from_rows, C, F, shape_.activation,
+                                       activations_.fc_act_read_by());
+    backend_.matmul_forward(branch, row.fc_act, w.fc2_weight, w.fc2_bias, from_rows, F, C);
+    const NormTensors next = norm_after(activations_, weights_, l).from_row(from, C);
     backend_.dropout_add_layernorm_forward(row.residual_out, next.out, next.mean, next.rstd,
-                                           post_norm ? row.ln2 : row.residual_mid, model.branch,
-                                           next.weight, next.bias, B, per_sample, C,
+                                           post_norm ? row.ln2 : row.residual_mid, branch,
+                                           next.weight, next.bias, B, from_per_sample, C,
                                            dropout.at(l, DropoutSite::kFeedForwardOutput),
                                            next.out_read_by);
-    x = row.residual_out;
+    x = new_rows.residual_out;
   }
   // logits = lm_head(ln_f(x)), ln_f having run with the last residual add; (rows, Vp), of which
   // the first V columns are the vocabulary's (the rest, padding, are never read)

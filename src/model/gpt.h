@@ -89,7 +89,9 @@ class GPT {
   // first_row > 0 (only with B = 1) computes rows first_row..T-1 alone, reusing the earlier rows'
   // keys and values from the previous call: the key/value cache of generation.
   // last_logits_only (generation, without targets) computes the logits of row T-1 of each sample
-  // alone: what the next token is drawn from; a prompt's other rows need no 50k-wide products.
+  // alone: what the next token is drawn from; a prompt's other rows need no 50k-wide products,
+  // and in the last block no more than their keys and values. Its other rows' activations are
+  // then left unwritten (logits_row() reads row T-1 only).
   void forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                const DropoutContext& dropout, int first_row = 0, bool last_logits_only = false);
   // Mean loss of the last forward with targets (waits for the device).

@@ -389,11 +389,15 @@ TEST_F(CudaModel, KeyValueCacheGivesTheLogitsOfAFullForward) {
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7) % kVocab);
     model.forward(tokens.data(), nullptr, 1, 100, DropoutContext{});
     const std::vector<float> full = model.logits_row(0, 99);
-    model.forward(tokens.data(), nullptr, 1, 90, DropoutContext{});
-    for (int t = 91; t <= 100; ++t)
-      model.forward(tokens.data(), nullptr, 1, t, DropoutContext{}, t - 1);
-    EXPECT_LT(relative_error(model.logits_row(0, 99), full), dtype == "fp32" ? 1e-5 : 2e-2)
-        << dtype;
+    // Generation's forward (last_logits_only: the last block past its keys and values for row
+    // T-1 alone) and the plain one, each filling the cache with a 90-row prompt
+    for (const bool last_logits_only : {false, true}) {
+      model.forward(tokens.data(), nullptr, 1, 90, DropoutContext{}, 0, last_logits_only);
+      for (int t = 91; t <= 100; ++t)
+        model.forward(tokens.data(), nullptr, 1, t, DropoutContext{}, t - 1, last_logits_only);
+      EXPECT_LT(relative_error(model.logits_row(0, 99), full), dtype == "fp32" ? 1e-5 : 2e-2)
+          << dtype << (last_logits_only ? ", last row alone" : "");
+    }
   }
 }
 
