@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "backend/backend.h"
 #include "backend/device_buffer.h"
@@ -126,37 +127,40 @@ TEST_P(BackendOps, LayerNorm) {
 }
 
 TEST_P(BackendOps, Matmul) {
-  for (bool with_bias : {true, false}) {
-    const int N = 67, IC = 33, OC = 29;
-    const Floats x = random_vector<float>(N * IC, 13), w = random_vector<float>(OC * IC, 14),
-                 b = random_vector<float>(OC, 15), dout = random_vector<float>(N * OC, 16);
-    const Floats dw0 = random_vector<float>(OC * IC, 17), db0 = random_vector<float>(OC, 18);
-    auto d_x = upload(x), d_w = upload(w), d_b = upload(b), d_dout = upload(dout);
-    auto d_out = poisoned(N * OC);
-    backend_->matmul_forward(d_out.as<float>(), d_x.as<float>(), d_w.as<float>(),
-                             with_bias ? d_b.as<float>() : nullptr, N, IC, OC);
-    Doubles out(N * OC);
-    reference::matmul_forward(out.data(), widen(x).data(), widen(w).data(),
-                              with_bias ? widen(b).data() : nullptr, N, IC, OC);
-    EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
+  // 67 rows; then a few rows, as generation's (the CPU's threads then split the columns)
+  for (const auto& [N, IC, OC] : {std::tuple{67, 33, 29}, {1, 33, 29}, {5, 40, 70}}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << N << "x" << IC << "x" << OC << " bias " << with_bias);
+      const Floats x = random_vector<float>(N * IC, 13), w = random_vector<float>(OC * IC, 14),
+                   b = random_vector<float>(OC, 15), dout = random_vector<float>(N * OC, 16);
+      const Floats dw0 = random_vector<float>(OC * IC, 17), db0 = random_vector<float>(OC, 18);
+      auto d_x = upload(x), d_w = upload(w), d_b = upload(b), d_dout = upload(dout);
+      auto d_out = poisoned(N * OC);
+      backend_->matmul_forward(d_out.as<float>(), d_x.as<float>(), d_w.as<float>(),
+                               with_bias ? d_b.as<float>() : nullptr, N, IC, OC);
+      Doubles out(N * OC);
+      reference::matmul_forward(out.data(), widen(x).data(), widen(w).data(),
+                                with_bias ? widen(b).data() : nullptr, N, IC, OC);
+      EXPECT_LT(relative_error(download(d_out, out.size()), out), kTolerance);
 
-    // kAdd adds the gradients to dw0 and db0; kWrite replaces whatever was there (NaN here).
-    for (GradientUpdate update : {GradientUpdate::kAdd, GradientUpdate::kWrite}) {
-      SCOPED_TRACE(update == GradientUpdate::kAdd ? "add" : "write");
-      const bool add = update == GradientUpdate::kAdd;
-      auto d_dx = poisoned(N * IC);
-      auto d_dw = add ? upload(dw0) : poisoned(OC * IC), d_db = add ? upload(db0) : poisoned(OC);
-      backend_->matmul_backward(d_dx.as<float>(), d_dw.as<float>(),
-                                with_bias ? d_db.as<float>() : nullptr, d_dout.as<float>(),
-                                d_x.as<float>(), d_w.as<float>(), N, IC, OC, update);
-      Doubles dx(N * IC), dw = add ? widen(dw0) : Doubles(OC * IC, 0.0),
-                          db = add ? widen(db0) : Doubles(OC, 0.0);
-      reference::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr,
-                                 widen(dout).data(), widen(x).data(), widen(w).data(), N, IC, OC);
-      EXPECT_LT(relative_error(download(d_dx, dx.size()), dx), kTolerance);
-      EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance);
-      if (with_bias) {
-        EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
+      // kAdd adds the gradients to dw0 and db0; kWrite replaces whatever was there (NaN here).
+      for (GradientUpdate update : {GradientUpdate::kAdd, GradientUpdate::kWrite}) {
+        SCOPED_TRACE(update == GradientUpdate::kAdd ? "add" : "write");
+        const bool add = update == GradientUpdate::kAdd;
+        auto d_dx = poisoned(N * IC);
+        auto d_dw = add ? upload(dw0) : poisoned(OC * IC), d_db = add ? upload(db0) : poisoned(OC);
+        backend_->matmul_backward(d_dx.as<float>(), d_dw.as<float>(),
+                                  with_bias ? d_db.as<float>() : nullptr, d_dout.as<float>(),
+                                  d_x.as<float>(), d_w.as<float>(), N, IC, OC, update);
+        Doubles dx(N * IC), dw = add ? widen(dw0) : Doubles(OC * IC, 0.0),
+                            db = add ? widen(db0) : Doubles(OC, 0.0);
+        reference::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr,
+                                   widen(dout).data(), widen(x).data(), widen(w).data(), N, IC, OC);
+        EXPECT_LT(relative_error(download(d_dx, dx.size()), dx), kTolerance);
+        EXPECT_LT(relative_error(download(d_dw, dw.size()), dw), kTolerance);
+        if (with_bias) {
+          EXPECT_LT(relative_error(download(d_db, db.size()), db), kTolerance);
+        }
       }
     }
   }
