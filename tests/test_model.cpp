@@ -512,10 +512,12 @@ int32_t argmax(const std::vector<float>& values) {
   return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
 }
 
-TEST(Generation, GreedyIsTheArgmaxOfAFullForwardOverTheLastBlockSizeTokens) {
-  // Every generated token against an independent full forward (a second model with the same
-  // weights, so no cache is shared) over the last block_size tokens: while the context grows (the
-  // key/value cache), and past block_size, where the seed crops the context.
+// Every generated token against an independent full forward (a second model with the same
+// weights, so no cache is shared) over the window it was drawn from: the whole context while it
+// grows (the key/value cache); past block_size, with window_shift 1, the last block_size tokens
+// (the seed's crop), and with window_shift K a window that drops to block_size + 1 - K tokens
+// when it overflows and then grows again from the cache.
+void expect_greedy_from_full_forwards(int window_shift) {
   auto backend = cpu();
   const Config c = small_config();
   GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
@@ -524,18 +526,73 @@ TEST(Generation, GreedyIsTheArgmaxOfAFullForwardOverTheLastBlockSizeTokens) {
   SamplingOptions options;
   options.temperature = 0;
   options.max_new_tokens = 3 * c.block_size;
+  options.window_shift = window_shift;
   const std::vector<int32_t> prompt = {5, 9, 1};
   const std::vector<int32_t> out = generate(model, prompt, options, 0, nullptr);
   ASSERT_EQ(out.size(), prompt.size() + options.max_new_tokens);
   std::set<int32_t> distinct;
+  size_t start = 0;  // the window's first token, moved as the rule in generate.h says
+  std::set<int> window_sizes;
   for (size_t n = prompt.size(); n < out.size(); ++n) {
-    const int T = static_cast<int>(std::min<size_t>(n, c.block_size));
-    reference.forward(out.data() + n - T, nullptr, 1, T, DropoutContext{});
+    if (n - start > static_cast<size_t>(c.block_size))
+      start = n - (c.block_size + 1 - window_shift);
+    const int T = static_cast<int>(n - start);
+    window_sizes.insert(T);
+    reference.forward(out.data() + start, nullptr, 1, T, DropoutContext{});
     EXPECT_EQ(out[n], argmax(reference.logits_row(0, T - 1)))
-        << "token " << n << (static_cast<int>(n) > c.block_size ? " (context cropped)" : "");
+        << "token " << n << ", window of " << T << " from " << start << ", window_shift "
+        << window_shift;
     distinct.insert(out[n]);
   }
   EXPECT_GT(distinct.size(), 4u) << "a near-constant output would make this check weak";
+  // Past block_size the windows run from block_size + 1 - K to block_size tokens.
+  EXPECT_EQ(*window_sizes.rbegin(), c.block_size);
+  EXPECT_TRUE(window_sizes.count(c.block_size + 1 - window_shift));
+}
+
+TEST(Generation, GreedyIsTheArgmaxOfAFullForwardOverTheLastBlockSizeTokens) {
+  expect_greedy_from_full_forwards(1);
+}
+
+TEST(Generation, AWindowShiftedByKTokensIsRecomputedOnceThenCached) {
+  expect_greedy_from_full_forwards(5);
+  expect_greedy_from_full_forwards(small_config().block_size);  // down to one token each time
+}
+
+TEST(Generation, TheWindowRuleOfEachStep) {
+  // block_size 8: a prompt of 3 grows in the cache; the 9th token overflows.
+  GenerationWindow w = next_generation_window(3, 0, 0, 8, 3);
+  EXPECT_EQ(w.start, 0u);
+  EXPECT_EQ(w.T, 3);
+  EXPECT_EQ(w.first_row, 0);
+  w = next_generation_window(4, 0, 3, 8, 3);
+  EXPECT_EQ(w.start, 0u);
+  EXPECT_EQ(w.T, 4);
+  EXPECT_EQ(w.first_row, 3);
+  w = next_generation_window(9, 0, 8, 8, 3);  // 9 > 8: keep 8 + 1 - 3 = 6, all recomputed
+  EXPECT_EQ(w.start, 3u);
+  EXPECT_EQ(w.T, 6);
+  EXPECT_EQ(w.first_row, 0);
+  w = next_generation_window(10, 3, 6, 8, 3);  // then from the cache again
+  EXPECT_EQ(w.start, 3u);
+  EXPECT_EQ(w.T, 7);
+  EXPECT_EQ(w.first_row, 6);
+  w = next_generation_window(9, 0, 8, 8, 1);  // the seed's: the last 8, every step
+  EXPECT_EQ(w.start, 1u);
+  EXPECT_EQ(w.T, 8);
+  EXPECT_EQ(w.first_row, 0);
+  w = next_generation_window(10, 1, 8, 8, 1);
+  EXPECT_EQ(w.start, 2u);
+  EXPECT_EQ(w.T, 8);
+  EXPECT_EQ(w.first_row, 0);
+  w = next_generation_window(20, 0, 0, 8, 2);  // a prompt longer than block_size
+  EXPECT_EQ(w.start, 13u);
+  EXPECT_EQ(w.T, 7);
+  EXPECT_EQ(w.first_row, 0);
+  EXPECT_NE(error_message([] { next_generation_window(9, 0, 8, 8, 9); }).find("block_size"),
+            std::string::npos);
+  EXPECT_NE(error_message([] { next_generation_window(9, 0, 8, 8, 0); }).find("window_shift"),
+            std::string::npos);
 }
 
 // What sampling must draw from: softmax(logits / temperature), cut to the top_k most likely,

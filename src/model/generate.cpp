@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/error.h"
 #include "core/philox.h"
 
 namespace folio {
@@ -45,22 +46,44 @@ int32_t sample_from_logits(std::vector<float> logits, const SamplingOptions& opt
   return order[keep - 1];
 }
 
+GenerationWindow next_generation_window(size_t context_size, size_t previous_start, int cached_rows,
+                                        int block_size, int window_shift) {
+  if (window_shift < 1 || window_shift > block_size)
+    throw Error("window_shift " + std::to_string(window_shift) + " is outside 1.." +
+                std::to_string(block_size) + " (the model's block_size): give one in that range");
+  GenerationWindow window;
+  window.start = previous_start;
+  if (context_size - window.start > static_cast<size_t>(block_size)) {
+    // Overflow: keep the last block_size + 1 - window_shift tokens, every position moved, so
+    // nothing cached still holds (learned positions: each row's embedding changed).
+    window.start = context_size - static_cast<size_t>(block_size + 1 - window_shift);
+    cached_rows = 0;
+  }
+  window.T = static_cast<int>(context_size - window.start);
+  if (cached_rows >= window.T)
+    throw Error("internal: generation's context did not grow past its cached rows");
+  window.first_row = cached_rows;  // the cache holds the rows before
+  return window;
+}
+
 std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
                               const SamplingOptions& options, uint32_t sample_index,
                               const std::function<void(int32_t)>& on_token) {
   const int block_size = model.shape().block_size;
   if (context.empty()) context.push_back(0);
-  int cached_rows = 0;  // rows of the current window whose keys and values are computed
+  size_t start = 0;     // where the window begins in context
+  int cached_rows = 0;  // rows of the window whose keys and values are computed
   for (int n = 0; n < options.max_new_tokens; ++n) {
-    const bool cropped = static_cast<int>(context.size()) > block_size;
-    const int T = cropped ? block_size : static_cast<int>(context.size());
-    const int32_t* window = context.data() + (context.size() - T);
-    const int first_row = cropped || cached_rows >= T ? 0 : cached_rows;
-    model.forward(window, nullptr, 1, T, DropoutContext{}, first_row, /*last_logits_only=*/true);
-    cached_rows = cropped ? 0 : T;
+    const GenerationWindow window = next_generation_window(context.size(), start, cached_rows,
+                                                           block_size, options.window_shift);
+    model.forward(context.data() + window.start, nullptr, 1, window.T, DropoutContext{},
+                  window.first_row, /*last_logits_only=*/true);
+    start = window.start;
+    cached_rows = window.T;
     const RandomStream stream =
         make_stream(options.seed, RandomPurpose::kSampling, sample_index, static_cast<uint32_t>(n));
-    const int32_t next = sample_from_logits(model.logits_row(0, T - 1), options, stream.word64(0));
+    const int32_t next =
+        sample_from_logits(model.logits_row(0, window.T - 1), options, stream.word64(0));
     if (next == options.stop_token) break;
     context.push_back(next);
     if (on_token) on_token(next);

@@ -2,7 +2,9 @@
 // of the last position, multinomial draw), plus temperature, top-k and top-p. While the context
 // still fits in block_size, a key/value cache (the activations of earlier rows, see
 // GPT::forward's first_row) means each new token costs one row of compute, not a full forward.
-// Once it no longer fits every position shifts, so each step recomputes the window, as the seed.
+// Once it no longer fits every position shifts, so each step recomputes the window, as the seed
+// (window_shift 1); a larger window_shift moves the window that many tokens at once, recomputes
+// it once, and decodes from the cache again until it is full.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,24 @@ struct SamplingOptions {
   double top_p = 1.0;        // 1: no nucleus cut
   uint64_t seed = 1337;
   int32_t stop_token = -1;  // generation ends when it draws this id (not passed on); -1: never
+  // Past block_size, how many of the oldest tokens leave the window when it overflows (1 to
+  // block_size). 1, the seed's: every token sees the last block_size tokens, and each costs a
+  // forward over all of them. K: the window drops to block_size + 1 - K tokens, is recomputed
+  // once, and the next K - 1 tokens come from the key/value cache (each token then sees between
+  // block_size + 1 - K and block_size tokens before it).
+  int window_shift = 1;
 };
+
+// The window a generation step computes: context[start, start + T), its rows first_row..T-1 new
+// (those before are in the key/value cache). context_size tokens so far; the previous step's
+// window began at previous_start with cached_rows of it computed (0 before the first step).
+struct GenerationWindow {
+  size_t start = 0;
+  int T = 0;
+  int first_row = 0;
+};
+GenerationWindow next_generation_window(size_t context_size, size_t previous_start, int cached_rows,
+                                        int block_size, int window_shift);
 
 // Draws one token id from logits with the options' temperature / top-k / top-p, using `word`
 // (a 64-bit random number) for the draw.

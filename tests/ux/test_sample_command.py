@@ -1,5 +1,6 @@
 """`folio sample` as a pipe sees it: stdout is the text alone (numbered, separated samples with
---num_samples), the speed goes to stderr, and --prompt_file gives what --prompt gives.
+--num_samples), the speed goes to stderr, --prompt_file gives what --prompt gives, and
+--window_shift 1 is the default (tiny's block_size of 16 is passed within the 60 tokens).
 
     python3 test_sample_command.py FOLIO_BINARY DATA_FILE
 """
@@ -43,6 +44,13 @@ def main(folio, data):
         failures.append(f"--num_samples 3 texts: {texts!r}")
     if not re.fullmatch(r"sampled 180 tokens in [\d.]+ s: \d+ tokens/s\n", three.stderr):
         failures.append(f"--num_samples 3 speed on stderr: {three.stderr!r}")
+    if sample(folio, checkpoint, "--prompt", "ROMEO:\nWhat", "--window_shift", "1").stdout != \
+            from_text.stdout:
+        failures.append("--window_shift 1 is not the default")
+    whole_block = sample(folio, checkpoint, "--prompt", "ROMEO:\nWhat", "--window_shift", "16")
+    if not whole_block.stdout.startswith("ROMEO:\nWhat") or \
+            len(whole_block.stdout) != len(from_text.stdout):
+        failures.append(f"--window_shift 16: {whole_block.stdout!r}")
     if sample(folio, checkpoint, "--quiet").stderr != "":
         failures.append("--quiet still writes to stderr")
 
@@ -51,6 +59,8 @@ def main(folio, data):
          "give --prompt or --prompt_file, not both"),
         ([folio, "sample", "--ckpt", checkpoint, "--prompt_file", prompt_file + ".missing"],
          "give --prompt_file a file that holds the prompt"),
+        ([folio, "sample", "--ckpt", checkpoint, "--window_shift", "17"],
+         "--window_shift 17 is more than the model's block_size 16: give 1 to 16"),
     ], failures)
     return report(failures)
 
