@@ -197,6 +197,13 @@ TEST(Model, TheLastRowAloneGivesAFullForwardsLastLogitsAndFillsTheCache) {
       EXPECT_LT(relative_error(model.logits_row(0, t - 1), row_of_full(t - 1)), 1e-6)
           << c.block_order << ", position " << t - 1 << " from the cache";
     }
+    // Those forwards wrote one row of logits (at the buffer's start): no other row to read.
+    EXPECT_NE(error_message([&] { model.read_logits(); }).find("last row's logits alone"),
+              std::string::npos);
+    EXPECT_NE(error_message([&] { model.logits_row(0, 0); }).find("no logits for row 0"),
+              std::string::npos);
+    model.forward(tokens.data(), nullptr, 1, T, DropoutContext{});  // a whole forward again
+    EXPECT_LT(relative_error(model.read_logits(), full), 1e-6) << c.block_order;
   }
 }
 

@@ -333,8 +333,12 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   const float* ln_f_out =
       norm_after(activations_, weights_, shape_.n_layer - 1).from_row(first, C).out;
   const int skipped = last_logits_only ? rows - 1 : 0;  // rows whose logits nobody reads
-  backend_.matmul_forward(model.logits + size_t(skipped) * Vp, ln_f_out + size_t(skipped) * C,
-                          weights_.lm_head_weight, weights_.lm_head_bias, rows - skipped, C, Vp);
+  // Generation's one row of logits goes to the buffer's first row, whatever its position: written
+  // at row T-1 (as it was until 2026-12-02), each new token touched a fresh 200 KB row of GPT-2's
+  // logits, 200 MB resident after 1024 tokens, more than its key/value cache.
+  float* logits_out = last_logits_only ? activations_.logits : model.logits;
+  backend_.matmul_forward(logits_out, ln_f_out + size_t(skipped) * C, weights_.lm_head_weight,
+                          weights_.lm_head_bias, rows - skipped, C, Vp);
   if (targets) {
     // loss = F.cross_entropy(logits.view(B*T, V), targets.view(B*T)), mean taken in mean_loss()
     backend_.cross_entropy_forward(model.losses, model.logits, model.targets, rows, V, Vp);
@@ -343,6 +347,7 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   last_B_ = B;
   last_T_ = T;
   last_had_targets_ = targets != nullptr && first_row == 0;
+  last_logits_only_ = last_logits_only;
   logits_hold_their_gradient_ = false;
   last_dropout_ = dropout;
 }
@@ -499,14 +504,19 @@ std::vector<float> GPT::logits_row(int b, int t) const {
   check_logits_readable();
   const int V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
   std::vector<float> row(V);  // the vocabulary's columns only: padding is never sampled
-  backend_.copy_to_host(row.data(),
-                        activations_.logits + (static_cast<size_t>(b) * last_T_ + t) * Vp,
-                        V * sizeof(float));
+  if (last_logits_only_ && t != last_T_ - 1)
+    throw Error("internal: a forward of the last row's logits alone has no logits for row " +
+                std::to_string(t));
+  const size_t buffer_row = last_logits_only_ ? static_cast<size_t>(b)  // forward's first row
+                                              : static_cast<size_t>(b) * last_T_ + t;
+  backend_.copy_to_host(row.data(), activations_.logits + buffer_row * Vp, V * sizeof(float));
   return row;
 }
 
 std::vector<float> GPT::read_logits() const {
   check_logits_readable();
+  if (last_logits_only_)
+    throw Error("internal: a forward of the last row's logits alone has no (B, T, V) logits");
   const size_t V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
   const size_t rows = static_cast<size_t>(last_B_) * last_T_;
   std::vector<float> logits(rows * Vp);

@@ -91,7 +91,7 @@ class GPT {
   // last_logits_only (generation, without targets) computes the logits of row T-1 of each sample
   // alone: what the next token is drawn from; a prompt's other rows need no 50k-wide products,
   // and in the last block no more than their keys and values. Its other rows' activations are
-  // then left unwritten (logits_row() reads row T-1 only).
+  // then left unwritten (logits_row() reads row T-1 only; read_logits() refuses).
   void forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                const DropoutContext& dropout, int first_row = 0, bool last_logits_only = false);
   // Mean loss of the last forward with targets (waits for the device).
@@ -157,6 +157,7 @@ class GPT {
   int last_B_ = 0, last_T_ = 0;
   uint64_t plans_made_ = 0;
   bool last_had_targets_ = false;
+  bool last_logits_only_ = false;  // the last forward wrote one row of logits, at the buffer's start
   bool logits_hold_their_gradient_ = false;  // backward() ran since the last forward()
   DropoutContext last_dropout_;
 };
