@@ -566,6 +566,48 @@ TEST(Generation, AWindowShiftedByKTokensIsRecomputedOnceThenCached) {
   expect_greedy_from_full_forwards(small_config().block_size);  // down to one token each time
 }
 
+TEST(Generation, SamplesSharingAPromptReuseItsKeysAndValues) {
+  // folio sample --num_samples: each text after the first starts from the prompt's cached rows.
+  // The texts must be what a model without that cache draws, within the context and past it, to
+  // the bit: the reference model gets a record too, but a fresh one each time (nothing reused).
+  auto backend = cpu();
+  const Config c = small_config();
+  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
+  model.initialize(c.seed, 0.5, false);
+  reference.initialize(c.seed, 0.5, false);
+  const std::vector<int32_t> prompt = {5, 9, 1, 7, 3, 2};
+  for (const int new_tokens : {8, 3 * c.block_size}) {
+    SamplingOptions options;
+    options.max_new_tokens = new_tokens;
+    options.window_shift = 4;
+    KeyValueCacheContents cache;
+    for (uint32_t sample = 0; sample < 3; ++sample) {
+      KeyValueCacheContents nothing_cached;
+      EXPECT_EQ(generate(model, prompt, options, sample, nullptr, &cache),
+                generate(reference, prompt, options, sample, nullptr, &nothing_cached))
+          << "sample " << sample << " of " << new_tokens << " tokens";
+      if (new_tokens == 8)  // the last window: the prompt and the text but its last token
+        EXPECT_EQ(cache.tokens.size(), prompt.size() + new_tokens - 1);
+    }
+  }
+  // The rows really are reused: a record that claims another prompt's first five tokens, while the
+  // cache holds this prompt's, makes the other prompt (the same last token) continue as this one.
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  greedy.max_new_tokens = 6;
+  const std::vector<int32_t> other = {8, 8, 8, 8, 8, 2};
+  const auto continuation = [&](const std::vector<int32_t>& out) {
+    return std::vector<int32_t>(out.begin() + 6, out.end());
+  };
+  const auto from_prompt = continuation(generate(reference, prompt, greedy, 0, nullptr));
+  const auto from_other = continuation(generate(reference, other, greedy, 0, nullptr));
+  ASSERT_NE(from_prompt, from_other) << "the two prompts must continue differently";
+  KeyValueCacheContents lie;
+  generate(model, prompt, greedy, 0, nullptr, &lie);
+  lie.tokens = other;
+  EXPECT_EQ(continuation(generate(model, other, greedy, 0, nullptr, &lie)), from_prompt);
+}
+
 TEST(Generation, TheWindowRuleOfEachStep) {
   // block_size 8: a prompt of 3 grows in the cache; the 9th token overflows.
   GenerationWindow w = next_generation_window(3, 0, 0, 8, 3);

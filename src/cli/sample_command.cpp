@@ -100,16 +100,18 @@ int sample_command(Arguments& arguments) {
 
   const auto start = std::chrono::steady_clock::now();
   long long generated = 0;
+  KeyValueCacheContents cache;  // the samples share the prompt's keys and values
   for (int sample = 0; sample < num_samples; ++sample) {
     if (num_samples > 1)
       std::cout << (sample ? "\n" : "") << "--- sample " << sample + 1 << " of " << num_samples
                 << " ---\n";
     std::cout << prompt << std::flush;
     StreamingDecoder decoder(tokenizer);
-    generate(*session.model, context, options, static_cast<uint32_t>(sample), [&](int32_t id) {
+    const auto print_token = [&](int32_t id) {
       std::cout << decoder.push(id) << std::flush;
       ++generated;
-    });
+    };
+    generate(*session.model, context, options, static_cast<uint32_t>(sample), print_token, &cache);
     std::cout << decoder.finish() << "\n" << std::flush;
   }
   const double seconds =

@@ -68,11 +68,31 @@ GenerationWindow next_generation_window(size_t context_size, size_t previous_sta
 
 std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
                               const SamplingOptions& options, uint32_t sample_index,
-                              const std::function<void(int32_t)>& on_token) {
+                              const std::function<void(int32_t)>& on_token,
+                              KeyValueCacheContents* cache) {
   const int block_size = model.shape().block_size;
   if (context.empty()) context.push_back(0);
   size_t start = 0;     // where the window begins in context
   int cached_rows = 0;  // rows of the window whose keys and values are computed
+  if (cache) {
+    // The first window's leading tokens that the cache holds at the same positions, all but its
+    // last row at most (whose logits the first token is drawn from).
+    const GenerationWindow first =
+        next_generation_window(context.size(), 0, 0, block_size, options.window_shift);
+    start = first.start;
+    while (static_cast<size_t>(cached_rows) < cache->tokens.size() && cached_rows + 1 < first.T &&
+           cache->tokens[cached_rows] == context[start + cached_rows])
+      ++cached_rows;
+    // The rows before the last that are not cached yet, then (in the loop) the last row alone, as
+    // every row after it is computed: a text's first token then does not depend on whether the
+    // rows before were reused (with bf16 products a row computed among others sums in another
+    // order, and a near-even draw can turn on the last bit).
+    if (cached_rows < first.T - 1) {
+      model.forward(context.data() + start, nullptr, 1, first.T - 1, DropoutContext{}, cached_rows,
+                    /*last_logits_only=*/true);
+      cached_rows = first.T - 1;
+    }
+  }
   for (int n = 0; n < options.max_new_tokens; ++n) {
     const GenerationWindow window = next_generation_window(context.size(), start, cached_rows,
                                                            block_size, options.window_shift);
@@ -88,6 +108,7 @@ std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
     context.push_back(next);
     if (on_token) on_token(next);
   }
+  if (cache) cache->tokens.assign(context.begin() + start, context.begin() + start + cached_rows);
   return context;
 }
 

@@ -46,11 +46,23 @@ GenerationWindow next_generation_window(size_t context_size, size_t previous_sta
 int32_t sample_from_logits(std::vector<float> logits, const SamplingOptions& options,
                            uint64_t word);
 
+// What the model's key/value cache holds after a generate() call: the tokens of the window it
+// last computed, from its position 0. A row's keys and values depend only on the tokens up to it
+// (causal attention), so a later call whose first window begins with the same tokens reuses those
+// rows instead of recomputing them: `folio sample --num_samples N` computes a shared prompt once.
+// Valid only while nothing else runs the model and its weights stay the same: the caller keeps it
+// beside the model (a trainer, whose steps rewrite both, passes none).
+struct KeyValueCacheContents {
+  std::vector<int32_t> tokens;
+};
+
 // Continues `context` (token ids; empty starts from token 0, the seed's newline) by
 // max_new_tokens tokens, calling on_token with each as it is drawn. `sample_index` separates the
-// random streams of several samples with the same seed.
+// random streams of several samples with the same seed. `cache`, where given, says what the
+// model's cache holds from the last call (empty at first) and is updated.
 std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
                               const SamplingOptions& options, uint32_t sample_index,
-                              const std::function<void(int32_t)>& on_token);
+                              const std::function<void(int32_t)>& on_token,
+                              KeyValueCacheContents* cache = nullptr);
 
 }  // namespace folio
