@@ -608,36 +608,25 @@ TEST(Generation, SamplesSharingAPromptReuseItsKeysAndValues) {
   EXPECT_EQ(continuation(generate(model, other, greedy, 0, nullptr, &lie)), from_prompt);
 }
 
+// A GenerationWindow's start, T and first_row, as one expectation.
+void expect_window(const GenerationWindow& w, size_t start, int T, int first_row) {
+  EXPECT_EQ(w.start, start);
+  EXPECT_EQ(w.T, T);
+  EXPECT_EQ(w.first_row, first_row);
+}
+
 TEST(Generation, TheWindowRuleOfEachStep) {
   // block_size 8: a prompt of 3 grows in the cache; the 9th token overflows.
-  GenerationWindow w = next_generation_window(3, 0, 0, 8, 3);
-  EXPECT_EQ(w.start, 0u);
-  EXPECT_EQ(w.T, 3);
-  EXPECT_EQ(w.first_row, 0);
-  w = next_generation_window(4, 0, 3, 8, 3);
-  EXPECT_EQ(w.start, 0u);
-  EXPECT_EQ(w.T, 4);
-  EXPECT_EQ(w.first_row, 3);
-  w = next_generation_window(9, 0, 8, 8, 3);  // 9 > 8: keep 8 + 1 - 3 = 6, all recomputed
-  EXPECT_EQ(w.start, 3u);
-  EXPECT_EQ(w.T, 6);
-  EXPECT_EQ(w.first_row, 0);
-  w = next_generation_window(10, 3, 6, 8, 3);  // then from the cache again
-  EXPECT_EQ(w.start, 3u);
-  EXPECT_EQ(w.T, 7);
-  EXPECT_EQ(w.first_row, 6);
-  w = next_generation_window(9, 0, 8, 8, 1);  // the seed's: the last 8, every step
-  EXPECT_EQ(w.start, 1u);
-  EXPECT_EQ(w.T, 8);
-  EXPECT_EQ(w.first_row, 0);
-  w = next_generation_window(10, 1, 8, 8, 1);
-  EXPECT_EQ(w.start, 2u);
-  EXPECT_EQ(w.T, 8);
-  EXPECT_EQ(w.first_row, 0);
-  w = next_generation_window(20, 0, 0, 8, 2);  // a prompt longer than block_size
-  EXPECT_EQ(w.start, 13u);
-  EXPECT_EQ(w.T, 7);
-  EXPECT_EQ(w.first_row, 0);
+  expect_window(next_generation_window(3, 0, 0, 8, 3), 0, 3, 0);
+  expect_window(next_generation_window(4, 0, 3, 8, 3), 0, 4, 3);
+  // 9 > 8: keep 8 + 1 - 3 = 6, all recomputed; then from the cache again
+  expect_window(next_generation_window(9, 0, 8, 8, 3), 3, 6, 0);
+  expect_window(next_generation_window(10, 3, 6, 8, 3), 3, 7, 6);
+  // the seed's: the last 8, every step
+  expect_window(next_generation_window(9, 0, 8, 8, 1), 1, 8, 0);
+  expect_window(next_generation_window(10, 1, 8, 8, 1), 2, 8, 0);
+  // a prompt longer than block_size
+  expect_window(next_generation_window(20, 0, 0, 8, 2), 13, 7, 0);
   EXPECT_NE(error_message([] { next_generation_window(9, 0, 8, 8, 9); }).find("block_size"),
             std::string::npos);
   EXPECT_NE(error_message([] { next_generation_window(9, 0, 8, 8, 0); }).find("window_shift"),
