@@ -9,6 +9,9 @@
 # bench/torch2_peer.sh the first time. ROUNDS=1 (each entry keeps its fastest round). Prints a
 # Markdown table: tokens/s (generated tokens over the whole call, prompt included) and whether
 # each peer's text equals folio fp32's. Needs ./build/folio.
+# TEXTS=N draws N texts at once on both sides (folio `--num_samples N`, one batch; transformers a
+# batch of N copies of the prompt): tokens/s then counts every text's tokens, and the text compared
+# is the first.
 # AS_AVX2=1 holds both sides to AVX2 + FMA, as on an AVX2-only CPU (bench/hold_to_avx2.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,7 @@ source bench/hold_to_avx2.sh
 threads="${1:-$(nproc)}"
 new_tokens="${2:-128}"
 rounds="${ROUNDS:-1}"
+texts="${TEXTS:-1}"
 folio=./build/folio
 venv="${FOLIO_BENCH_VENV:-$HOME/.cache/folio-bench/venv}"
 bench/torch2_peer.sh --about --threads 1 >/dev/null  # creates the venv with torch if absent
@@ -40,7 +44,14 @@ for _ in $(seq "$rounds"); do
     for dtype in fp32 bf16; do
       $folio sample --ckpt "$work/gpt2.safetensors" --prompt_file "$work/$prompt.txt" \
         --temperature 0 --max_new_tokens "$new_tokens" --threads "$threads" --dtype "$dtype" \
-        >"$work/out" 2>"$work/err"
+        --num_samples "$texts" --sample_batch "$texts" >"$work/all" 2>"$work/err"
+      # the first text alone, as one text is printed: after the first '--- sample' line, up to
+      # the blank line before the second
+      if [ "$texts" = 1 ]; then
+        cp "$work/all" "$work/out"
+      else
+        awk '/^--- sample 2 of / { exit } FNR > 1 { print }' "$work/all" | head -c -1 >"$work/out"
+      fi
       line=$(grep '^sampled' "$work/err")  # "sampled N tokens in S s: R tokens/s"
       rate[$prompt folio $dtype]+=" $(echo "$line" | awk '{print $(NF-1)}')"
       # what follows the prompt, less the newline folio ends its output with
@@ -49,7 +60,8 @@ for _ in $(seq "$rounds"); do
     done
     for mode in fp32 bf16 compile; do
       line=$("${peer[@]}" generate "$work/hf" --prompt_file "$work/$prompt.txt" \
-             --max_new_tokens "$new_tokens" --threads "$threads" --mode "$mode" 2>/dev/null ||
+             --max_new_tokens "$new_tokens" --threads "$threads" --mode "$mode" \
+             --texts "$texts" 2>/dev/null ||
              echo '{"tokens_per_s": 0}')
       rate[$prompt PyTorch $mode]+=" $(echo "$line" | field tokens_per_s)"
       counted=$(echo "$line" | field prompt_tokens)  # absent when the peer failed
@@ -60,7 +72,7 @@ for _ in $(seq "$rounds"); do
     done
   done
 done
-echo "| GPT-2 124M, greedy, $new_tokens new tokens, $threads threads | tokens/s, short prompt (${prompt_tokens[short]:-?} tokens) | same text as folio fp32 | tokens/s, long prompt (${prompt_tokens[long]:-?} tokens) | same text as folio fp32 |"
+echo "| GPT-2 124M, greedy, $texts x $new_tokens new tokens, $threads threads | tokens/s, short prompt (${prompt_tokens[short]:-?} tokens) | same text as folio fp32 | tokens/s, long prompt (${prompt_tokens[long]:-?} tokens) | same text as folio fp32 |"
 echo "|---|---|---|---|---|"
 for run in "folio fp32" "folio bf16" "PyTorch fp32" "PyTorch bf16" "PyTorch compile"; do
   row="| $run"

@@ -10,6 +10,8 @@ bench/gpt2_sample_compare.sh (which runs this in the PyTorch 2.x venv of bench/t
       and torch.compile, transformers' recipe for fast decoding); prints one JSON line: the
       tokens generated, the seconds generate() took (prompt included, as folio's figure), tokens/s,
       and the text
+      --texts N: N copies of the prompt in one batch (N texts at once, as `folio sample
+      --num_samples N`); the tokens are all texts' new tokens, the text the first one's
 """
 import argparse
 import json
@@ -57,7 +59,7 @@ def generate(args):
         model.generation_config.cache_implementation = "static"
         model.forward = torch.compile(model.forward)
     with open(args.prompt_file, encoding="utf-8") as f:
-        prompt = tokenizer(f.read(), return_tensors="pt")["input_ids"]
+        prompt = tokenizer(f.read(), return_tensors="pt")["input_ids"].repeat(args.texts, 1)
     settings = dict(do_sample=False, max_new_tokens=args.max_new_tokens,
                     pad_token_id=tokenizer.eos_token_id)
     with torch.no_grad():
@@ -67,8 +69,10 @@ def generate(args):
         output = model.generate(prompt, **settings)
         seconds = time.perf_counter() - started
     new = output[0, prompt.shape[1]:].tolist()
+    tokens = len(new) * args.texts
     print(json.dumps({"mode": args.mode, "prompt_tokens": int(prompt.shape[1]),
-                      "tokens": len(new), "seconds": seconds, "tokens_per_s": len(new) / seconds,
+                      "texts": args.texts, "tokens": tokens, "seconds": seconds,
+                      "tokens_per_s": tokens / seconds,
                       "text": tokenizer.decode(new), "transformers": transformers.__version__,
                       "torch": torch.__version__}))
 
@@ -81,6 +85,7 @@ def main():
     parser.add_argument("--max_new_tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--mode", choices=["fp32", "bf16", "compile"], default="fp32")
+    parser.add_argument("--texts", type=int, default=1)
     args = parser.parse_args()
     if args.what == "make":
         make(args.directory)

@@ -207,6 +207,56 @@ TEST(Model, TheLastRowAloneGivesAFullForwardsLastLogitsAndFillsTheCache) {
   }
 }
 
+TEST(Model, NextTokensOfSeveralTextsAreEachTextsOwnForward) {
+  // Generation of several texts at once: a prompt computed in text 0's place and copied to the
+  // others, then one pass a position for all the texts, each fed its own token. Each text's logits
+  // must be a full forward's over its own tokens, at every position: a text that read another's
+  // cache, or a row written to the wrong place, would see other tokens. The seed's block, seed
+  // 004's (post_norm), and heads of 32 (bf16 attention, whose cache the CPU keeps as bf16).
+  Config wider = small_config();
+  wider.n_embd = 64;
+  wider.n_head = 2;
+  wider.head_size = 32;
+  wider.block_size = 24;
+  struct Case {
+    Config config;
+    std::string dtype;
+    double tolerance;  // bf16: the same roundings, the products' sums over other row counts
+  };
+  for (const Case& k : {Case{small_config(), "fp32", 1e-5}, Case{load_config("seed004"), "fp32",
+                        1e-5}, Case{wider, "fp32", 1e-5}, Case{wider, "bf16", 1e-2}}) {
+    const Config& c = k.config;
+    SCOPED_TRACE(c.block_order + ", head_size " + std::to_string(c.head_size) + ", " + k.dtype);
+    auto backend = make_backend("cpu", 0, BackendOptions{k.dtype});
+    const int T = c.block_size, V = 65, texts = 3, prompt = T / 2;
+    GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
+    model.initialize(3, 0.2, false, init_scheme_of(c));
+    reference.initialize(3, 0.2, false, init_scheme_of(c));
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<std::vector<float>> full;  // (T, V) each
+    for (int i = 0; i < texts; ++i) {
+      tokens.push_back(random_tokens(T, V, 4));  // the same prompt ...
+      const auto own = random_tokens(T, V, 50 + i);
+      std::copy(own.begin() + prompt, own.end(), tokens.back().begin() + prompt);  // ... own ends
+      reference.forward(tokens.back().data(), nullptr, 1, T, DropoutContext{});
+      full.push_back(reference.read_logits());
+    }
+    const auto row_of_full = [&](int i, int t) {
+      return std::vector<float>(full[i].begin() + t * V, full[i].begin() + (t + 1) * V);
+    };
+    model.plan_texts(texts);
+    model.forward(tokens[0].data(), nullptr, 1, prompt, DropoutContext{}, 0, true);
+    for (int i = 1; i < texts; ++i) model.copy_cached_rows(0, i, prompt);
+    for (int t = prompt; t < T; ++t) {
+      const std::vector<int32_t> next = {tokens[0][t], tokens[1][t], tokens[2][t]};
+      model.forward_next_tokens(next.data(), texts, t);
+      for (int i = 0; i < texts; ++i)
+        EXPECT_LT(relative_error(model.logits_row(i, 0), row_of_full(i, t)), k.tolerance)
+            << "text " << i << ", position " << t;
+    }
+  }
+}
+
 TEST(Model, MicroBatchesAccumulateTheGradientOfTheWholeBatchWithDropout) {
   auto backend = cpu();
   const Config c = small_config();
@@ -363,8 +413,11 @@ TEST(Model, KeepingProductOperandsAsBf16ChangesNoBitOfTheStep) {
     ASSERT_TRUE(kept->keeps_recomputable_activations(as_bf16.activation_bytes()));
     const double saved_per_layer =
         rows * (shape.hidden_width() + (attention_kept ? 4 * A : 0) + 2 * C) * 2;
+    // and the new rows of generation's texts, stored as qkv and att are (next_qkv, next_att)
+    const double saved_next_rows = attention_kept ? B * 4 * A * 2 : 0.0;
     EXPECT_NEAR(double(as_fp32.activation_bytes()) - double(as_bf16.activation_bytes()),
-                c->n_layer * saved_per_layer, c->n_layer * 3 * 256.0);  // the plan aligns to 256
+                c->n_layer * saved_per_layer + saved_next_rows,
+                (c->n_layer * 3 + 2) * 256.0);  // the plan aligns to 256
     const auto tokens = random_tokens(B * T, 65, 7), targets = random_tokens(B * T, 65, 8);
     for (uint32_t step : {1u, 2u}) {
       for (GPT* model : {&as_bf16, &as_fp32})
@@ -391,7 +444,8 @@ TEST(Model, KeepingProductOperandsAsBf16ChangesNoBitOfTheStep) {
     // half of each layer's qkv where attention is bf16, and the same tokens generated.
     for (GPT* model : {&as_bf16, &as_fp32}) model->plan(1, T, false);
     EXPECT_NEAR(double(as_fp32.activation_bytes()) - double(as_bf16.activation_bytes()),
-                attention_kept ? c->n_layer * double(T) * 3 * A * 2 : 0.0, c->n_layer * 256.0);
+                attention_kept ? (c->n_layer * double(T) + 1) * 3 * A * 2 : 0.0,
+                (c->n_layer + 1) * 256.0);
     EXPECT_EQ(generate(as_bf16, {3, 2, 1}, options, 1, nullptr),
               generate(as_fp32, {3, 2, 1}, options, 1, nullptr));
   }
@@ -586,8 +640,9 @@ TEST(Generation, SamplesSharingAPromptReuseItsKeysAndValues) {
       EXPECT_EQ(generate(model, prompt, options, sample, nullptr, &cache),
                 generate(reference, prompt, options, sample, nullptr, &nothing_cached))
           << "sample " << sample << " of " << new_tokens << " tokens";
-      if (new_tokens == 8)  // the last window: the prompt and the text but its last token
+      if (new_tokens == 8) {  // the last window: the prompt and the text but its last token
         EXPECT_EQ(cache.tokens.size(), prompt.size() + new_tokens - 1);
+      }
     }
   }
   // The rows really are reused: a record that claims another prompt's first five tokens, while the
@@ -606,6 +661,50 @@ TEST(Generation, SamplesSharingAPromptReuseItsKeysAndValues) {
   generate(model, prompt, greedy, 0, nullptr, &lie);
   lie.tokens = other;
   EXPECT_EQ(continuation(generate(model, other, greedy, 0, nullptr, &lie)), from_prompt);
+}
+
+TEST(Generation, TextsDrawnTogetherAreTheTextsDrawnAlone) {
+  // folio sample --num_samples N draws its texts --sample_batch at a time. Each text must be what
+  // it is when drawn alone from the same random stream (its sample index): within the context,
+  // past it (each text's window recomputed on its own), and with a text that stops early.
+  auto backend = cpu();
+  const Config c = small_config();
+  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
+  model.initialize(c.seed, 0.5, false);
+  reference.initialize(c.seed, 0.5, false);
+  const std::vector<int32_t> prompt = {5, 9, 1, 7};
+  const uint32_t first_sample = 2;
+  for (const int window_shift : {1, 4}) {
+    for (const int new_tokens : {8, 3 * c.block_size}) {
+      SamplingOptions options;
+      options.max_new_tokens = new_tokens;
+      options.window_shift = window_shift;
+      SCOPED_TRACE(std::to_string(new_tokens) + " tokens, window_shift " +
+                   std::to_string(window_shift));
+      const auto together = generate_texts(model, prompt, options, first_sample, 3, nullptr);
+      ASSERT_EQ(together.size(), 3u);
+      for (uint32_t i = 0; i < 3; ++i)
+        EXPECT_EQ(together[i], generate(reference, prompt, options, first_sample + i, nullptr))
+            << "text " << i;
+      EXPECT_NE(together[0], together[1]);
+      // The token text 1 drew fourth, made the stop token: text 1 ends before it (or before an
+      // earlier draw of it); the others, as they do alone, where they draw it.
+      options.stop_token = together[1][prompt.size() + 3];
+      const size_t text_1_end = static_cast<size_t>(
+          std::find(together[1].begin() + prompt.size(), together[1].end(), options.stop_token) -
+          together[1].begin());
+      std::vector<int> passed_on(3, 0);
+      const auto stopping = generate_texts(model, prompt, options, first_sample, 3,
+                                           [&](int text, int32_t) { ++passed_on[text]; });
+      EXPECT_EQ(stopping[1].size(), text_1_end);
+      EXPECT_LT(stopping[1].size(), together[1].size());
+      for (uint32_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(stopping[i], generate(reference, prompt, options, first_sample + i, nullptr))
+            << "text " << i << " with a stop token";
+        EXPECT_EQ(size_t(passed_on[i]), stopping[i].size() - prompt.size()) << "text " << i;
+      }
+    }
+  }
 }
 
 // A GenerationWindow's start, T and first_row, as one expectation.

@@ -82,6 +82,8 @@ void carve(ActivationPlan& p, Carver& c, const ModelShape& s, const Backend& bac
   p.losses = c.take<float>(BT);
   p.loss_sum = c.take<float>(1);
   p.branch = c.take<float>(BT * C);
+  p.next_qkv = p.qkv_in_bf16 ? bf16_tensor(size_t(p.B) * 3 * A) : c.take<float>(size_t(p.B) * 3 * A);
+  p.next_att = p.att_in_bf16 ? bf16_tensor(size_t(p.B) * A) : c.take<float>(size_t(p.B) * A);
   if (p.with_gradients) {
     // Gradients that are never live at once share memory (see the order of GPT::backward):
     // the logits' gradient replaces the logits (cross_entropy_backward runs in place), read by the
@@ -151,6 +153,8 @@ ActivationPlan plan_activations(Backend& backend, const ModelShape& shape, int B
     }
     if (plan.fc_act_in_bf16) backend.store_as_bf16(layer.fc_act, rows * F);
   }
+  if (plan.qkv_in_bf16) backend.store_as_bf16(plan.next_qkv, size_t(B) * 3 * A);
+  if (plan.att_in_bf16) backend.store_as_bf16(plan.next_att, size_t(B) * A);
   return plan;
 }
 

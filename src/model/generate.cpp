@@ -66,13 +66,15 @@ GenerationWindow next_generation_window(size_t context_size, size_t previous_sta
   return window;
 }
 
-std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
-                              const SamplingOptions& options, uint32_t sample_index,
-                              const std::function<void(int32_t)>& on_token,
-                              KeyValueCacheContents* cache) {
+std::vector<std::vector<int32_t>> generate_texts(
+    GPT& model, std::vector<int32_t> context, const SamplingOptions& options, uint32_t first_sample,
+    int texts, const std::function<void(int text, int32_t id)>& on_token,
+    KeyValueCacheContents* cache) {
   const int block_size = model.shape().block_size;
+  if (texts < 1) throw Error("internal: generation of no text");
   if (context.empty()) context.push_back(0);
-  size_t start = 0;     // where the window begins in context
+  model.plan_texts(texts);  // before anything is cached: a new plan drops the cache
+  size_t start = 0;     // where the window begins in the texts (the same for all)
   int cached_rows = 0;  // rows of the window whose keys and values are computed
   if (cache) {
     // The first window's leading tokens that the cache holds at the same positions, all but its
@@ -93,23 +95,74 @@ std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
       cached_rows = first.T - 1;
     }
   }
-  for (int n = 0; n < options.max_new_tokens; ++n) {
-    const GenerationWindow window = next_generation_window(context.size(), start, cached_rows,
+  // Every text keeps the same length, so that their windows move together: one that drew
+  // stop_token is given that token again and again, and its text ends where it drew it first.
+  std::vector<std::vector<int32_t>> contexts(texts, context);
+  std::vector<size_t> ends(texts, 0);  // 0: still drawing
+  int still_drawing = texts;
+  std::vector<int32_t> last_tokens(texts);
+  for (int n = 0; n < options.max_new_tokens && still_drawing > 0; ++n) {
+    const GenerationWindow window = next_generation_window(contexts[0].size(), start, cached_rows,
                                                            block_size, options.window_shift);
-    model.forward(context.data() + window.start, nullptr, 1, window.T, DropoutContext{},
-                  window.first_row, /*last_logits_only=*/true);
+    std::vector<std::vector<float>> logits(texts);
+    if (n > 0 && window.first_row == window.T - 1) {
+      // Every text's one new row, in one pass.
+      for (int i = 0; i < texts; ++i) last_tokens[i] = contexts[i].back();
+      model.forward_next_tokens(last_tokens.data(), texts, window.T - 1);
+      for (int i = 0; i < texts; ++i) logits[i] = model.logits_row(i, 0);
+    } else if (n == 0) {
+      // The prompt, the same for every text: computed once, in text 0's place, then copied.
+      model.forward(context.data() + window.start, nullptr, 1, window.T, DropoutContext{},
+                    window.first_row, /*last_logits_only=*/true);
+      logits.assign(texts, model.logits_row(0, window.T - 1));
+      for (int i = 1; i < texts; ++i) model.copy_cached_rows(0, i, window.T);
+    } else {
+      // Past block_size: each text's own window, recomputed in text 0's place and copied to its
+      // own (text 0's last, so that its place is its own at the end).
+      for (int i = texts - 1; i >= 0; --i) {
+        model.forward(contexts[i].data() + window.start, nullptr, 1, window.T, DropoutContext{},
+                      window.first_row, /*last_logits_only=*/true);
+        logits[i] = model.logits_row(0, window.T - 1);
+        if (i > 0) model.copy_cached_rows(0, i, window.T);
+      }
+    }
     start = window.start;
     cached_rows = window.T;
-    const RandomStream stream =
-        make_stream(options.seed, RandomPurpose::kSampling, sample_index, static_cast<uint32_t>(n));
-    const int32_t next =
-        sample_from_logits(model.logits_row(0, window.T - 1), options, stream.word64(0));
-    if (next == options.stop_token) break;
-    context.push_back(next);
-    if (on_token) on_token(next);
+    for (int i = 0; i < texts; ++i) {
+      if (ends[i] != 0) {
+        contexts[i].push_back(options.stop_token);
+        continue;
+      }
+      const RandomStream stream = make_stream(options.seed, RandomPurpose::kSampling,
+                                              first_sample + static_cast<uint32_t>(i),
+                                              static_cast<uint32_t>(n));
+      const int32_t next = sample_from_logits(std::move(logits[i]), options, stream.word64(0));
+      if (next == options.stop_token) {
+        ends[i] = contexts[i].size();
+        --still_drawing;
+      } else if (on_token) {
+        on_token(i, next);
+      }
+      contexts[i].push_back(next);
+    }
   }
-  if (cache) cache->tokens.assign(context.begin() + start, context.begin() + start + cached_rows);
-  return context;
+  // Text 0's place holds its window (its stop tokens too: what was computed).
+  if (cache)
+    cache->tokens.assign(contexts[0].begin() + start, contexts[0].begin() + start + cached_rows);
+  for (int i = 0; i < texts; ++i)
+    if (ends[i] != 0) contexts[i].resize(ends[i]);
+  return contexts;
+}
+
+std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
+                              const SamplingOptions& options, uint32_t sample_index,
+                              const std::function<void(int32_t)>& on_token,
+                              KeyValueCacheContents* cache) {
+  const auto each_token = [&](int, int32_t id) {
+    if (on_token) on_token(id);
+  };
+  return generate_texts(model, std::move(context), options, sample_index, 1, each_token, cache)
+      .front();
 }
 
 }  // namespace folio

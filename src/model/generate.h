@@ -57,9 +57,20 @@ struct KeyValueCacheContents {
 };
 
 // Continues `context` (token ids; empty starts from token 0, the seed's newline) by
-// max_new_tokens tokens, calling on_token with each as it is drawn. `sample_index` separates the
-// random streams of several samples with the same seed. `cache`, where given, says what the
-// model's cache holds from the last call (empty at first) and is updated.
+// max_new_tokens tokens in `texts` texts at once, calling on_token(text, id) with each token as it
+// is drawn. Text i draws from the random stream of sample first_sample + i, so a text is the same
+// whether it was drawn alone or beside others (up to the rounding of products over several rows:
+// in fp32 the tests find the same tokens). The prompt is computed once; after it every step
+// computes one row of every text in one pass (GPT::forward_next_tokens), until the window moves
+// past block_size, where each text's window is recomputed on its own. A text that draws
+// stop_token ends there; the others go on. `cache`, where given, says what the model's cache
+// holds from the last call (empty at first) and is updated. Returns each text, prompt included.
+std::vector<std::vector<int32_t>> generate_texts(
+    GPT& model, std::vector<int32_t> context, const SamplingOptions& options, uint32_t first_sample,
+    int texts, const std::function<void(int text, int32_t id)>& on_token,
+    KeyValueCacheContents* cache = nullptr);
+
+// One text: generate_texts of one text, sample `sample_index`.
 std::vector<int32_t> generate(GPT& model, std::vector<int32_t> context,
                               const SamplingOptions& options, uint32_t sample_index,
                               const std::function<void(int32_t)>& on_token,

@@ -246,6 +246,31 @@ void GPT::plan(int B, int T, bool with_gradients) {
   ++plans_made_;
 }
 
+void GPT::block_after_attention(int l, size_t from, const float* att, const float* residual_in,
+                                float* branch, int B, int rows, const DropoutContext& dropout) {
+  const LayerTensors& w = weights_.layers[l];
+  const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
+  const size_t per_sample = static_cast<size_t>(rows) * C / B;
+  const BlockRows row = block_rows(activations_, l, from, shape_);
+  backend_.matmul_forward(branch, att, w.proj_weight, w.proj_bias, rows, A, C);
+  backend_.dropout_add_layernorm_forward(row.residual_mid, row.ln2, row.ln2_mean, row.ln2_rstd,
+                                         residual_in, branch, w.ln2_weight, w.ln2_bias, B,
+                                         per_sample, C,
+                                         dropout.at(l, DropoutSite::kAttentionOutput),
+                                         activations_.block_ln_read_by());
+  // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
+  backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias, rows,
+                                     C, F, shape_.activation, activations_.fc_act_read_by());
+  backend_.matmul_forward(branch, row.fc_act, w.fc2_weight, w.fc2_bias, rows, F, C);
+  const NormTensors next = norm_after(activations_, weights_, l).from_row(from, C);
+  const bool post_norm = shape_.block_order == BlockOrder::kPostNorm;
+  backend_.dropout_add_layernorm_forward(row.residual_out, next.out, next.mean, next.rstd,
+                                         post_norm ? row.ln2 : row.residual_mid, branch,
+                                         next.weight, next.bias, B, per_sample, C,
+                                         dropout.at(l, DropoutSite::kFeedForwardOutput),
+                                         next.out_read_by);
+}
+
 void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                   const DropoutContext& dropout, int first_row, bool last_logits_only) {
   if (first_row > 0 && (B != 1 || T > activations_.T))
@@ -256,7 +281,7 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   // would drop the cached rows).
   if (B > activations_.B || T > activations_.T)
     plan(std::max(B, activations_.B), shape_.block_size, activations_.with_gradients);
-  const int C = shape_.n_embd, A = shape_.attention_width(), F = shape_.hidden_width();
+  const int C = shape_.n_embd, A = shape_.attention_width();
   const int H = shape_.n_head, hs = shape_.head_size;
   const int V = shape_.vocab_size, Vp = shape_.padded_vocab_size;
   const size_t first = static_cast<size_t>(first_row);
@@ -300,32 +325,14 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
     const bool last_row_alone = last_logits_only && l == shape_.n_layer - 1;  // B is 1 then
     const size_t from = last_row_alone ? static_cast<size_t>(T - 1) : first;
     const int from_rows = B * T - static_cast<int>(from);
-    const size_t from_per_sample = static_cast<size_t>(from_rows) * C / B;
-    const BlockRows row = last_row_alone ? block_rows(activations_, l, from, shape_) : new_rows;
-    float* branch = model.branch + (from - first) * C;
     const float* residual_in = post_norm
         ? norm_after(activations_, weights_, l - 1).from_row(from, C).out
         : x + (from - first) * C;
     backend_.attention_forward(block.att, block.attention_saved, block.qkv, B, T, H, hs,
                                static_cast<int>(from),
                                dropout.at(l, DropoutSite::kAttentionWeights));
-    backend_.matmul_forward(branch, row.att, w.proj_weight, w.proj_bias, from_rows, A, C);
-    backend_.dropout_add_layernorm_forward(row.residual_mid, row.ln2, row.ln2_mean, row.ln2_rstd,
-                                           residual_in, branch, w.ln2_weight, w.ln2_bias, B,
-                                           from_per_sample, C,
-                                           dropout.at(l, DropoutSite::kAttentionOutput),
-                                           activations_.block_ln_read_by());
-    // x = x + ffwd(ln2(x)); ffwd = dropout(net.2(act(net.0(.)))); then the next LayerNorm
-    backend_.matmul_activation_forward(row.fc, row.fc_act, row.ln2, w.fc_weight, w.fc_bias,
-                                       from_rows, C, F, shape_.activation,
-                                       activations_.fc_act_read_by());
-    backend_.matmul_forward(branch, row.fc_act, w.fc2_weight, w.fc2_bias, from_rows, F, C);
-    const NormTensors next = norm_after(activations_, weights_, l).from_row(from, C);
-    backend_.dropout_add_layernorm_forward(row.residual_out, next.out, next.mean, next.rstd,
-                                           post_norm ? row.ln2 : row.residual_mid, branch,
-                                           next.weight, next.bias, B, from_per_sample, C,
-                                           dropout.at(l, DropoutSite::kFeedForwardOutput),
-                                           next.out_read_by);
+    block_after_attention(l, from, block_rows(activations_, l, from, shape_).att, residual_in,
+                          model.branch + (from - first) * C, B, from_rows, dropout);
     x = new_rows.residual_out;
   }
   // logits = lm_head(ln_f(x)), ln_f having run with the last residual add; (rows, Vp), of which
@@ -350,6 +357,84 @@ void GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   last_logits_only_ = last_logits_only;
   logits_hold_their_gradient_ = false;
   last_dropout_ = dropout;
+}
+
+void GPT::plan_texts(int texts) {
+  if (texts > activations_.B || activations_.T < shape_.block_size)
+    plan(std::max(texts, activations_.B), shape_.block_size, activations_.with_gradients);
+}
+
+// Each layer's qkv holds text b's cached rows from row b * T of the plan (T = block_size, see
+// plan_texts), stored as bf16 where the plan keeps qkv so.
+void GPT::copy_cached_rows(int from, int to, int rows) {
+  if (std::max(from, to) >= activations_.B || rows > activations_.T)
+    throw Error("internal: the plan holds no such text's rows");
+  const size_t QKV = 3 * static_cast<size_t>(shape_.attention_width()), T = activations_.T;
+  const bool in_bf16 = activations_.qkv_in_bf16;
+  for (const LayerActivations& block : activations_.layers)
+    backend_.copy_device(bf16_rows(block.qkv, to * T, QKV, in_bf16),
+                         bf16_rows(block.qkv, from * T, QKV, in_bf16),
+                         rows * QKV * (in_bf16 ? 2 : 4));
+}
+
+size_t GPT::cache_bytes_per_text() const {
+  const bool in_bf16 = backend_.keeps_as_bf16(ProductOperand::kQkv, shape_.head_size);
+  return size_t(shape_.n_layer) * shape_.block_size * 3 * shape_.attention_width() *
+         (in_bf16 ? 2 : 4);
+}
+
+// The rows of a step are the texts' new rows, one a text, in rows 0..texts-1 of every buffer but
+// qkv (in an inference plan they are scratch, layer 0's, see activation_plan.h); so every
+// row-wise op and product is the one forward() runs, over `texts` rows. Attention is not: each
+// text's new row reads its own cache. So the new queries, keys and values go to next_qkv, each
+// row is copied to the end of its text's cache, and attention runs text by text over that place
+// (the op as forward() calls it for one sample's new row), its output copied into next_att.
+void GPT::forward_next_tokens(const int32_t* tokens, int texts, int position) {
+  if (texts > activations_.B || position >= activations_.T || activations_.T < shape_.block_size)
+    throw Error("internal: plan_texts() first, and positions inside block_size");
+  const int C = shape_.n_embd, A = shape_.attention_width(), Vp = shape_.padded_vocab_size;
+  const int H = shape_.n_head, hs = shape_.head_size;
+  const size_t QKV = 3 * static_cast<size_t>(A), T = activations_.T;
+  const bool qkv_in_bf16 = activations_.qkv_in_bf16, att_in_bf16 = activations_.att_in_bf16;
+  const ModelRows model = model_rows(activations_, 0, shape_);
+  backend_.copy_to_device(model.tokens, tokens, texts * sizeof(int32_t));
+  // texts "samples" of one row each, at `position`
+  backend_.embedding_forward(model.embedded, model.tokens, weights_.token_embedding,
+                             weights_.position_embedding, texts, 1, C, position);
+  const NormTensors ln1 = norm_after(activations_, weights_, -1);
+  backend_.layernorm_forward(ln1.out, ln1.mean, ln1.rstd, model.embedded, ln1.weight, ln1.bias,
+                             texts, C, ln1.out_read_by);
+  const float* x = model.embedded;
+  const bool post_norm = shape_.block_order == BlockOrder::kPostNorm;
+  for (int l = 0; l < shape_.n_layer; ++l) {
+    LayerActivations& block = activations_.layers[l];
+    const NormTensors ln = norm_after(activations_, weights_, l - 1);
+    backend_.matmul_forward(activations_.next_qkv, ln.out, weights_.layers[l].qkv_weight,
+                            weights_.layers[l].qkv_bias, texts, C, 3 * A);
+    for (int b = 0; b < texts; ++b) {
+      float* cache = bf16_rows(block.qkv, b * T, QKV, qkv_in_bf16);  // text b's place
+      backend_.copy_device(bf16_rows(cache, position, QKV, qkv_in_bf16),
+                           bf16_rows(activations_.next_qkv, b, QKV, qkv_in_bf16),
+                           QKV * (qkv_in_bf16 ? 2 : 4));
+      backend_.attention_forward(block.att, block.attention_saved, cache, 1, position + 1, H, hs,
+                                 position, DropoutSpec{});
+      backend_.copy_device(bf16_rows(activations_.next_att, b, A, att_in_bf16),
+                           bf16_rows(block.att, position, A, att_in_bf16),
+                           A * (att_in_bf16 ? 2 : 4));
+    }
+    block_after_attention(l, 0, activations_.next_att, post_norm ? ln.out : x, model.branch,
+                          texts, texts, DropoutContext{});
+    x = block_rows(activations_, l, 0, shape_).residual_out;
+  }
+  const float* ln_f_out = norm_after(activations_, weights_, shape_.n_layer - 1).out;
+  backend_.matmul_forward(model.logits, ln_f_out, weights_.lm_head_weight, weights_.lm_head_bias,
+                          texts, C, Vp);
+  last_B_ = texts;  // logits_row(b, 0): text b's
+  last_T_ = 1;
+  last_had_targets_ = false;
+  last_logits_only_ = false;
+  logits_hold_their_gradient_ = false;
+  last_dropout_ = DropoutContext{};
 }
 
 float GPT::mean_loss() const {

@@ -94,6 +94,21 @@ class GPT {
   // then left unwritten (logits_row() reads row T-1 only; read_logits() refuses).
   void forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                const DropoutContext& dropout, int first_row = 0, bool last_logits_only = false);
+  // ---- several texts at once (generation: folio sample --num_samples) ------------------------
+  // Text b's key/value cache is its own place in each layer's qkv, b * block_size rows in; a
+  // forward() of one sample computes into text 0's. plan_texts(n) makes room for n texts (a new
+  // plan drops what was cached: call it before the texts' first forward).
+  void plan_texts(int texts);
+  // Copies the first `rows` cached rows of text `from` (every layer's keys and values) to text `to`.
+  void copy_cached_rows(int from, int to, int rows);
+  // One new token for each of `texts` texts (tokens[b], host memory), all at `position`, the rows
+  // before it cached: each text's row joins its cache, and its logits are logits_row(b, 0). The
+  // weights are read once for all the texts' rows: on a CPU, where reading GPT-2's weights is most
+  // of a token's time, n texts cost little more than one.
+  void forward_next_tokens(const int32_t* tokens, int texts, int position);
+  // The bytes of one text's key/value cache (every layer's qkv, block_size rows).
+  size_t cache_bytes_per_text() const;
+
   // Mean loss of the last forward with targets (waits for the device).
   float mean_loss() const;
   // The loss sum of the last forward with targets, copied on the device into `slot` (device
@@ -137,6 +152,11 @@ class GPT {
   float mean_of(float loss_sum) const;
   std::vector<std::pair<size_t, size_t>> gradients_added_into() const;
   void check_logits_readable() const;
+  // Block l from its attention output on: x = x + dropout(proj(att)), ln2, x = x + dropout(
+  // ffwd(ln2(x))) and the LayerNorm after the block, over `rows` rows of B samples from row `from`
+  // of the shared buffers; residual_in is x (post_norm: ln1(x)) at those rows.
+  void block_after_attention(int l, size_t from, const float* att, const float* residual_in,
+                             float* branch, int B, int rows, const DropoutContext& dropout);
 
   Backend& backend_;
   ModelShape shape_;

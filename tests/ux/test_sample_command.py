@@ -1,6 +1,7 @@
 """`folio sample` as a pipe sees it: stdout is the text alone (numbered, separated samples with
---num_samples), the speed goes to stderr, --prompt_file gives what --prompt gives, and
---window_shift 1 is the default (tiny's block_size of 16 is passed within the 60 tokens).
+--num_samples, the same texts whatever --sample_batch), the speed goes to stderr, --prompt_file
+gives what --prompt gives, and --window_shift 1 is the default (tiny's block_size of 16 is passed
+within the 60 tokens).
 
     python3 test_sample_command.py FOLIO_BINARY DATA_FILE
 """
@@ -44,6 +45,13 @@ def main(folio, data):
         failures.append(f"--num_samples 3 texts: {texts!r}")
     if not re.fullmatch(r"sampled 180 tokens in [\d.]+ s: \d+ tokens/s\n", three.stderr):
         failures.append(f"--num_samples 3 speed on stderr: {three.stderr!r}")
+    # Drawn together (the default batch takes all 3) or one or two at a time, the same texts in
+    # the same order: each text draws from its own random stream (fp32 here).
+    for batch in ("1", "2"):
+        batched = sample(folio, checkpoint, "--prompt", "ROMEO:", "--num_samples", "3",
+                         "--sample_batch", batch)
+        if batched.stdout != three.stdout:
+            failures.append(f"--sample_batch {batch}: {batched.stdout!r} vs {three.stdout!r}")
     if sample(folio, checkpoint, "--prompt", "ROMEO:\nWhat", "--window_shift", "1").stdout != \
             from_text.stdout:
         failures.append("--window_shift 1 is not the default")
