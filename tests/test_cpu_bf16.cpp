@@ -149,13 +149,15 @@ TEST(CpuBf16, LinearLayerIsTheProductOfBf16RoundedOperandsSummedInFp32) {
 }
 
 TEST(CpuBf16, TheFewRowsOfGenerationGiveTheProductOfTheRoundedOperands) {
-  // Up to tiles::kMostVectorRows rows (generation's one new row a step) the forward product runs
+  // Up to 4 x tiles::kMostVectorRows rows (generation's new rows a step) the forward product runs
   // on rows_times_transposed where the CPU's bf16 is native, on rows_times_transposed_avx2 with
   // the AVX2 kernels (ctest's cpu_kernels_avx2 runs this so), else on the widened sgemm: the
   // bias, the fused GELU, ReLU in place and the backward products around it, with K and N that
-  // leave partial steps and blocks, and 5 rows, the first beyond the vector path.
-  for (int N : {1, 2, 3, 4, 5}) check_bf16_linear_layer(N, 150, 29);
+  // leave partial steps and blocks; then the rows of several texts sampled at once, up to 16 in
+  // pieces of at most 4 (5, 8, 13, 16), and 17, the first beyond the vector path.
+  for (int N : {1, 2, 3, 4, 5, 8, 13, 16, 17}) check_bf16_linear_layer(N, 150, 29);
   check_bf16_linear_layer(1, 770, 70);
+  check_bf16_linear_layer(7, 770, 70);
 }
 
 TEST(CpuBf16, LongReductionsAreSplitWithoutChangingTheProduct) {
