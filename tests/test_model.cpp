@@ -707,6 +707,24 @@ TEST(Generation, TextsDrawnTogetherAreTheTextsDrawnAlone) {
   }
 }
 
+TEST(Generation, MoreTextsThanTheLastCallPlanAnewAndReuseNothing) {
+  // A cache record from a call of one text, then a call of three: the model plans room for three
+  // texts anew, which drops what was cached, so the record must not be trusted.
+  auto backend = cpu();
+  const Config c = small_config();
+  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
+  model.initialize(c.seed, 0.5, false);
+  reference.initialize(c.seed, 0.5, false);
+  const std::vector<int32_t> prompt = {5, 9, 1, 7, 3, 2};
+  SamplingOptions options;
+  options.max_new_tokens = 8;
+  KeyValueCacheContents cache;
+  generate_texts(model, prompt, options, 0, 1, nullptr, &cache);
+  ASSERT_FALSE(cache.tokens.empty());
+  EXPECT_EQ(generate_texts(model, prompt, options, 0, 3, nullptr, &cache),
+            generate_texts(reference, prompt, options, 0, 3, nullptr));
+}
+
 // A GenerationWindow's start, T and first_row, as one expectation.
 void expect_window(const GenerationWindow& w, size_t start, int T, int first_row) {
   EXPECT_EQ(w.start, start);

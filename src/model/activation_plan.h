@@ -100,10 +100,10 @@ struct ActivationPlan {
   float* losses = nullptr;    // (BT)
   float* loss_sum = nullptr;  // (1)
   float* branch = nullptr;    // (BT, C) scratch: sa.proj or ffwd.net.2 output before dropout
-  // Generation of several texts at once (GPT::forward_next_tokens), text b's rows in its own
-  // place of each buffer, b * T rows in: the one new row of each text, its queries, keys and values
-  // (B, 3A) before they join the text's key/value cache (stored as qkv is), and its attention
-  // output (B, A) once its heads have read that cache (stored as att is).
+  // Generation of several texts at once (GPT::forward_next_tokens), whose key/value caches are
+  // each layer's qkv, text b's b * T rows in: the one new row of each text, its queries, keys and
+  // values (B, 3A) before they join the text's cache (stored as qkv is), and its attention output
+  // (B, A) once its heads have read that cache (stored as att is).
   float* next_qkv = nullptr;
   float* next_att = nullptr;
 

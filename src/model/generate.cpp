@@ -73,7 +73,9 @@ std::vector<std::vector<int32_t>> generate_texts(
   const int block_size = model.shape().block_size;
   if (texts < 1) throw Error("internal: generation of no text");
   if (context.empty()) context.push_back(0);
-  model.plan_texts(texts);  // before anything is cached: a new plan drops the cache
+  const uint64_t plans_before = model.plans_made();
+  model.plan_texts(texts);  // before anything is cached: a new plan drops the cache ...
+  if (cache && model.plans_made() != plans_before) cache->tokens.clear();  // ... and the record
   size_t start = 0;     // where the window begins in the texts (the same for all)
   int cached_rows = 0;  // rows of the window whose keys and values are computed
   if (cache) {
