@@ -66,7 +66,8 @@ void dump_adamw(const Config& c, int steps, const std::string& out_dir) {
     add_named(out, "grad." + k, model, model.read_gradients());
     backend->sum_of_squares(squared_norm.as<float>(), model.gradients(), n);
     optimizer.step(learning_rate_at(c, step), squared_norm.as<float>());
-    learning_rates += (step ? "," : "") + shortest_double(learning_rate_at(c, step));
+    if (step > 0) learning_rates += ',';
+    learning_rates += shortest_double(learning_rate_at(c, step));
     add_named(out, "weights." + k, model, model.read_parameters());
     add_named(out, "exp_avg." + k, model, read_device(*backend, optimizer.first_moment(), n));
     add_named(out, "exp_avg_sq." + k, model, read_device(*backend, optimizer.second_moment(), n));
