@@ -304,8 +304,10 @@ TEST_F(CudaModel, ReluOutputKeptInFp32) {
 
 // ReLU's backward in the products (FOLIO_CUDA_RELU_BACKWARD=epilogue): fc's product writes ReLU's
 // mask beside the kept fc, and fc2's input-gradient product applies it and writes d_fc as its
-// bf16 copy (no activation pass). The first backward pass runs the pass (d_fc's copy is learned
-// then); from the second on every layer must take the epilogue. The masked sums rounded to bf16
+// bf16 copy (no activation pass). d_fc is one buffer for all layers, and its bf16 copy is learned
+// when fc's backward product of the first layer the first backward pass reaches (the top one)
+// reads it: so that layer runs the pass, every layer below it takes the epilogue, and from the
+// second pass on every layer takes it. The masked sums rounded to bf16
 // are what the pass rounds, so the only difference from the pass's gradients is cuBLASLt's
 // summation order for a bf16 output: 2% a tensor leaves room for a LayerNorm gain's cancelling
 // sum (compare_with_cpu) and none for a wrong mask, which zeroes or keeps half of d_fc. Then
@@ -316,17 +318,20 @@ TEST_F(CudaModel, ReluBackwardInTheProducts) {
   Trainee by_pass(cuda_backend("bf16"), c);
   ScopedEnvironment epilogue("FOLIO_CUDA_RELU_BACKWARD", "epilogue");
   Trainee by_epilogue(cuda_backend("bf16"), c);
+  const auto& cuda = dynamic_cast<const CudaBackend&>(*by_epilogue.backend);
   constexpr int kSteps = 4;
   for (int step = 0; step < kSteps; ++step) {
+    const int epilogues_before = cuda.relu_gradients_in_epilogue();
     by_pass.forward_backward(step);
     by_epilogue.forward_backward(step);
     const auto [error, tensor] = worst_tensor_error(
         by_pass.model, by_epilogue.model.read_gradients(), by_pass.model.read_gradients());
     EXPECT_LT(error, 2e-2) << "step " << step << ", gradient of " << tensor;
+    EXPECT_EQ(cuda.relu_gradients_in_epilogue() - epilogues_before,
+              step == 0 ? c.n_layer - 1 : c.n_layer)
+        << "step " << step
+        << ": cuBLASLt offered no DRELU epilogue for these shapes, or fc's mask was not written";
   }
-  const auto& cuda = dynamic_cast<const CudaBackend&>(*by_epilogue.backend);
-  EXPECT_EQ(cuda.relu_gradients_in_epilogue(), (kSteps - 1) * c.n_layer)
-      << "cuBLASLt offered no DRELU epilogue for these shapes, or fc's mask was not written";
   EXPECT_EQ(dynamic_cast<const CudaBackend&>(*by_pass.backend).relu_gradients_in_epilogue(), 0);
   check_replayed_steps_equal_issued_steps();
 }

@@ -370,6 +370,11 @@ cuda::AttentionMaskBits CudaBackend::attention_masks_to_keep(const float* saved,
     if (capturing_) return {};  // nothing may be allocated: this step draws them twice
     masks.words = DeviceMemory();
     masks.words = DeviceMemory(bytes);
+    // Where a row's groups of 16 keys are odd in number, the forward leaves its last word's upper
+    // half unwritten, and the backward's 32-bit loads read it (bits of keys past T, never used):
+    // zeros, so that compute-sanitizer's initcheck finds nothing uninitialised. Not recording: no
+    // allocation happens inside a recorded step (above).
+    check_cuda(cudaMemsetAsync(masks.words.get(), 0, bytes, stream_), "cudaMemsetAsync");
   }
   masks.dropout = dropout;
   masks.B = B, masks.T = T, masks.H = H;
@@ -415,7 +420,11 @@ void CudaBackend::attention_forward(float* out, float* saved, const float* qkv, 
       const cuda::RegisterKernelOptions options{
           forward_kernels_ == AttentionKernels::kStaged && cuda::staged_attention_supports(hs),
           ldmatrix_fragments_};
-      if (attention_mask_bits_ && dropout.active() && q_start == 0) {
+      // Kept only where a register backward kernel will read them: head size 128's backward,
+      // and any with FOLIO_ATTENTION_BACKWARD=wmma, is the WMMA kernels', which draw their own.
+      const bool backward_reads_bits = backward_kernels_ != AttentionKernels::kWmma &&
+                                       cuda::register_attention_backward_supports(hs);
+      if (attention_mask_bits_ && backward_reads_bits && dropout.active() && q_start == 0) {
         args.masks = attention_masks_to_keep(saved, dropout, B, T, H);
         attention_launches_.mask_bits_kept += args.masks.words != nullptr;
       }
