@@ -155,7 +155,10 @@ bool Gemm::run(const GemmRequest& r, cudaStream_t stream) {
     throw Error("internal: cuBLASLt epilogues are used on single products only");
   if (r.out_bf16 && r.precision != GemmPrecision::kBf16)
     throw Error("internal: a bf16 output needs bf16 operands");
-  if (r.relu && !r.out_bf16) throw Error("internal: ReLU rides only with a bf16 output");
+  if ((r.relu || r.relu_gradient) && !r.out_bf16)
+    throw Error("internal: ReLU and its gradient ride only with a bf16 output");
+  if (r.relu && r.a_row_sums)
+    throw Error("internal: no epilogue both applies ReLU and sums a bias gradient");
   if ((r.relu_gradient && (r.relu || r.bias || r.a_row_sums || !r.relu_mask)) ||
       (r.relu_mask &&
        (!(r.relu || r.relu_gradient) || r.relu_mask_ld % 128 != 0 || r.relu_mask_ld < r.N)))
