@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Fuzzes the checkpoint reader and loader, the config parsers and the text path (tests/fuzz/)
+# Fuzzes the checkpoint reader and loader, the config parsers, the text path, tokenizer files,
+# token files and Hugging Face config.json (tests/fuzz/)
 # with libFuzzer, under AddressSanitizer and UndefinedBehaviorSanitizer, in a clang build of its
 # own (build-fuzz/, or FOLIO_FUZZ_BUILD_DIR).
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    default: 25 s each for checkpoint config text
+#                                                       tokenizer token_file hf_config
 #
 # Each target starts from its checked-in seeds (tests/fuzz/corpus/TARGET/) plus whatever earlier
 # runs in this build found (BUILD/corpus/TARGET/). A crash, leak, sanitizer report or timeout
@@ -14,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-25}"
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(checkpoint config text)
+[ ${#targets[@]} -eq 0 ] && targets=(checkpoint config text tokenizer token_file hf_config)
 build_dir="${FOLIO_FUZZ_BUILD_DIR:-build-fuzz}"
 
 if ! command -v clang++ >/dev/null || ! compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null; then

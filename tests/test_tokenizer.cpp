@@ -201,12 +201,31 @@ TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
       {R"({"model": {"type": "BPE", "vocab": {"a": 4000000000}, "merges": []},
            "pre_tokenizer": {"type": "ByteLevel"}})",
        "not a small whole number"},
+      // Found by fuzz_tokenizer: a model without "vocab" was read through a const json's
+      // operator[] (a use after free under AddressSanitizer); a Split without "pattern" the same;
+      // an added token's id of -1.5 cast to size_t (undefined behaviour).
+      {R"({"model": {"type": "BPE", "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}})",
+       "has no vocabulary"},
+      {R"({"model": {"type": "BPE", )" + vocab +
+           R"(}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+             {"type": "Split", "behavior": "Isolated"},
+             {"type": "ByteLevel", "use_regex": false}]}})",
+       "not ByteLevel"},
+      {R"({"model": {"type": "BPE", )" + vocab +
+           R"(}, "pre_tokenizer": {"type": "ByteLevel"},
+           "added_tokens": [{"id": -1.5, "content": "<|endoftext|>"}]})",
+       "not a whole number from 0"},
+      // A token's text is quoted on one line: its newline escaped.
+      {R"({"model": {"type": "BPE", "vocab": {"a\nb": 0}, "merges": []},
+           "pre_tokenizer": {"type": "ByteLevel"}})",
+       "the token 'a\\nb' is not in GPT-2's byte alphabet"},
   };
   for (const auto& [text, expected] : cases) {
     const std::string path = dir.write("tokenizer.json", text);
     const std::string message = error_of([&] { load_tokenizer(path); });
     EXPECT_NE(message.find(expected), std::string::npos) << text << " -> " << message;
     EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
 }
 

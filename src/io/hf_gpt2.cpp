@@ -1,6 +1,9 @@
 #include "io/hf_gpt2.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <filesystem>
 #include <set>
 
@@ -8,6 +11,7 @@
 
 #include "config/presets.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/checkpoint_metadata.h"
 #include "io/safetensors.h"
 #include "io/whole_file.h"
@@ -100,10 +104,23 @@ Value hf_value(const nlohmann::json& hf, const char* key, Value fallback,
                const std::string& origin) {
   const auto it = hf.find(key);
   if (it == hf.end() || it->is_null()) return fallback;
+  const auto wrong = [&](const std::string& what) {
+    return Error(origin + ": key " + key + " " + what + " (" + printable(it->dump()) + ")");
+  };
+  // nlohmann's get<int> of 1e300 or of a number past int's range is a cast C++ leaves undefined:
+  // a whole number must be one, in range.
+  if constexpr (std::is_same_v<Value, int>) {
+    if (!it->is_number_integer()) throw wrong("is not a whole number");
+    const bool fits = it->is_number_unsigned()
+                          ? it->get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                          : it->get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                it->get<int64_t>() <= std::numeric_limits<int>::max();
+    if (!fits) throw wrong("is out of range");
+  }
   try {
     return it->get<Value>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(origin + ": key " + key + " has the wrong type (" + it->dump() + ")");
+    throw wrong("has the wrong type");
   }
 }
 
@@ -141,8 +158,12 @@ Config config_from_hf_json(const nlohmann::json& hf, const std::string& origin, 
   refuse_if(hf_value<bool>(hf, "add_cross_attention", false, origin), "add_cross_attention",
             "is true (cross-attention)");
   const int n_embd = hf_value<int>(hf, "n_embd", 768, origin);
-  const int n_inner = hf_value<int>(hf, "n_inner", 4 * n_embd, origin);
-  refuse_if(n_inner != 4 * n_embd, "n_inner", "is " + std::to_string(n_inner) + ", not 4 * n_embd");
+  // null or absent: 4 * n_embd, GPT2Config's default (in 64 bits: n_embd is not checked yet)
+  if (hf.contains("n_inner") && !hf["n_inner"].is_null()) {
+    const int n_inner = hf_value<int>(hf, "n_inner", 0, origin);
+    refuse_if(int64_t(n_inner) != 4 * int64_t(n_embd), "n_inner",
+              "is " + std::to_string(n_inner) + ", not 4 * n_embd");
+  }
   const double eps = hf_value<double>(hf, "layer_norm_epsilon", 1e-5, origin);
   refuse_if(std::abs(eps - 1e-5) > 1e-12, "layer_norm_epsilon",
             "is " + nlohmann::json(eps).dump() + ", not 1e-5");

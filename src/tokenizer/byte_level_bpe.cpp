@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "data/utf8.h"
 
 namespace folio {
@@ -113,7 +114,8 @@ ByteLevelBpe::ByteLevelBpe(BpeDefinition definition)
     const auto found = ids.find(d.tokens[left] + d.tokens[right]);
     if (found == ids.end())
       throw Error(d.source + ": merge " + std::to_string(rank + 1) + " ('" +
-                  bytes_to_alphabet(d.tokens[left]) + " " + bytes_to_alphabet(d.tokens[right]) +
+                  printable(bytes_to_alphabet(d.tokens[left]) + " " +
+                            bytes_to_alphabet(d.tokens[right])) +
                   "') makes a token the vocabulary lacks: the vocabulary and merges do not belong "
                   "together");
     merged[rank] = found->second;

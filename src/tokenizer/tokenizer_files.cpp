@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "data/fetch.h"
 #include "io/safetensors.h"
 #include "io/whole_file.h"
@@ -45,7 +46,7 @@ nlohmann::json parse_json(const std::string& path) {
 std::string token_bytes(const std::string& text, const std::string& source, bool plain_allowed) {
   if (std::optional<std::string> bytes = alphabet_to_bytes(text)) return *bytes;
   if (plain_allowed) return text;
-  throw Error(source + ": the token '" + text +
+  throw Error(source + ": the token '" + printable(text) +
               "' is not in GPT-2's byte alphabet: folio reads byte-level BPE tokenizers only");
 }
 
@@ -56,7 +57,8 @@ void read_vocab(const nlohmann::json& vocab, const std::set<std::string>& plain,
                 " has no vocabulary (an object from token to id): is it a BPE tokenizer?");
   for (const auto& [text, id] : vocab.items()) {
     if (!id.is_number_unsigned() || id.get<uint64_t>() >= kMaxVocabulary)
-      throw Error(d.source + ": the id of token '" + text + "' is not a small whole number");
+      throw Error(d.source + ": the id of token '" + printable(text) +
+                  "' is not a small whole number");
     const auto index = id.get<size_t>();
     if (index >= d.tokens.size()) d.tokens.resize(index + 1), d.used.resize(index + 1);
     if (d.used[index])
@@ -71,8 +73,9 @@ void add_merge(const std::string& left, const std::string& right,
                const std::unordered_map<std::string, TokenId>& ids, BpeDefinition& d) {
   const auto l = ids.find(left), r = ids.find(right);
   if (l == ids.end() || r == ids.end())
-    throw Error(d.source + ": merge " + std::to_string(d.merges.size() + 1) + " ('" + left + " " +
-                right + "') names a token the vocabulary lacks: the files do not belong together");
+    throw Error(d.source + ": merge " + std::to_string(d.merges.size() + 1) + " ('" +
+                printable(left + " " + right) +
+                "') names a token the vocabulary lacks: the files do not belong together");
   d.merges.emplace_back(l->second, r->second);
 }
 
@@ -86,8 +89,8 @@ void add_merge_line(const std::string& line, const std::unordered_map<std::strin
                     BpeDefinition& d) {
   const size_t space = line.find(' ');
   if (space == std::string::npos || space == 0 || line.find(' ', space + 1) != std::string::npos)
-    throw Error(d.source + ": merge " + std::to_string(d.merges.size() + 1) + " ('" + line +
-                "') is not two tokens separated by one space");
+    throw Error(d.source + ": merge " + std::to_string(d.merges.size() + 1) + " ('" +
+                printable(line) + "') is not two tokens separated by one space");
   add_merge(line.substr(0, space), line.substr(space + 1), ids, d);
 }
 
@@ -148,9 +151,10 @@ BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& p
              pre["pretokenizers"][0].value("type", "") == "Split" &&
              pre["pretokenizers"][0].value("behavior", "") == "Isolated" &&
              !pre["pretokenizers"][0].value("invert", false) &&
-             pre["pretokenizers"][0]["pattern"].contains("Regex") &&
+             pre["pretokenizers"][0].value("pattern", nlohmann::json()).contains("Regex") &&
              byte_level(pre["pretokenizers"][1], false)) {
-    d.pattern = pre["pretokenizers"][0]["pattern"]["Regex"].get<std::string>();
+    // (value() and at(), not operator[]: on a const json a missing key is undefined behaviour)
+    d.pattern = pre["pretokenizers"][0].at("pattern").at("Regex").get<std::string>();
   } else {
     throw refuse("its pre-tokenizer is not ByteLevel");
   }
@@ -159,9 +163,10 @@ BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& p
   std::set<std::string> added_texts;
   for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array()))
     added_texts.insert(added.value("content", ""));
-  read_vocab(model["vocab"], added_texts, d);
-  const auto ids = ids_by_text(model["vocab"]);
-  for (const nlohmann::json& merge : model["merges"]) {
+  const nlohmann::json vocab = model.value("vocab", nlohmann::json());
+  read_vocab(vocab, added_texts, d);
+  const auto ids = ids_by_text(vocab);
+  for (const nlohmann::json& merge : model.at("merges")) {
     if (merge.is_string())
       add_merge_line(merge.get<std::string>(), ids, d);
     else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string())
@@ -170,7 +175,10 @@ BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& p
       throw refuse("a merge is neither \"a b\" nor [\"a\", \"b\"]");
   }
   for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array())) {
-    const auto id = added.at("id").get<size_t>();
+    // is_number_unsigned first: get<size_t> of -1.5 or 1e30 is a cast C++ leaves undefined
+    if (!added.at("id").is_number_unsigned())
+      throw refuse("an added token's id is not a whole number from 0");
+    const auto id = added.at("id").get<uint64_t>();
     if (id >= kMaxVocabulary) throw refuse("an added token's id is over 16 million");
     const auto text = added.at("content").get<std::string>();
     if (id >= d.tokens.size()) d.tokens.resize(id + 1), d.used.resize(id + 1);

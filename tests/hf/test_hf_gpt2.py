@@ -270,7 +270,12 @@ def main():
                               ("activation_function", "silu", ["activation_function", "silu"]),
                               ("layer_norm_epsilon", 1e-6, ["layer_norm_epsilon"]),
                               ("n_inner", 100, ["n_inner"]),
-                              ("model_type", "llama", ["model_type"])]:
+                              ("model_type", "llama", ["model_type"]),
+                              # numbers C++ cannot cast to int (found by fuzz_hf_config)
+                              ("n_positions", 1e300, ["n_positions", "not a whole number"]),
+                              ("n_layer", 2.5, ["n_layer", "not a whole number"]),
+                              ("n_embd", 2**31, ["n_embd", "out of range"]),
+                              ("n_inner", 2**33, ["n_inner", "out of range"])]:
         fixture("bad", extra_config={key: value})
         refused(["import", "--hf", folder, "--out", out], words, f"{key} = {value}")
     _, config, tensors = fixture("bad")
