@@ -67,6 +67,8 @@ void RunDirectory::truncate_metrics(int64_t steps_done) const {
   while (std::getline(input, line)) {
     try {
       const nlohmann::json record = nlohmann::json::parse(line);
+      // a whole number, as folio writes it (get<int64_t> of an edited 1e300 would be undefined)
+      if (!record.at("step").is_number_integer()) continue;
       const int64_t step = record.at("step").get<int64_t>();
       // An evaluation at step s runs before step s's update.
       const bool is_eval = record.at("type") == "eval";
