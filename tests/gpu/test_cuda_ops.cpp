@@ -606,6 +606,9 @@ TEST_F(CudaOps, AttentionDropoutMasksKeptAsBits) {
       ScopedEnvironment bits("FOLIO_ATTENTION_DROPOUT_MASKS", "bits");
       kept = backend_with_attention_kernels(loads, loads);
     }
+    // what folio bench and folio train print, so that a log says which masks ran
+    EXPECT_NE(kept->description().find("dropout masks kept as bits"), std::string::npos);
+    EXPECT_EQ(drawn->description().find("dropout masks kept as bits"), std::string::npos);
     for (const AttentionCase& c : compared) {
       SCOPED_TRACE(::testing::Message() << "T " << c.T << " hs " << c.hs << " p " << c.p);
       const AttentionResults by_drawing =

@@ -240,6 +240,8 @@ std::string CudaBackend::description() const {
     if (ldmatrix_fragments_ && (forward_kernels_ != AttentionKernels::kWmma ||
                                 backward_kernels_ != AttentionKernels::kWmma))
       text += ", fragments by ldmatrix";
+    if (attention_mask_bits_ && backward_kernels_ != AttentionKernels::kWmma)
+      text += ", dropout masks kept as bits";
   }
   if (keeps_as_bf16(ProductOperand::kReluOutput, 0)) text += ", a ReLU model's fc kept in bf16";
   if (keeps_as_bf16(ProductOperand::kReluOutput, 0) && relu_mask_in_products_)
