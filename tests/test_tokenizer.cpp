@@ -215,6 +215,13 @@ TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
            R"(}, "pre_tokenizer": {"type": "ByteLevel"},
            "added_tokens": [{"id": -1.5, "content": "<|endoftext|>"}]})",
        "not a whole number from 0"},
+      // A pattern that does not compile is quoted on one line too (found by fuzz_tokenizer).
+      {R"({"model": {"type": "BPE", )" + vocab +
+           R"(}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+             {"type": "Split", "pattern": {"Regex": "\\p{N}{5,3}|\n"}, "behavior": "Isolated"},
+             {"type": "ByteLevel", "use_regex": false}]}})",
+       "regex does not compile (numbers out of order in {} quantifier at offset 9): "
+       "\\p{N}{5,3}|\\n"},
       // A token's text is quoted on one line: its newline escaped.
       {R"({"model": {"type": "BPE", "vocab": {"a\nb": 0}, "merges": []},
            "pre_tokenizer": {"type": "ByteLevel"}})",

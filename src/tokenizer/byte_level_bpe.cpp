@@ -89,9 +89,22 @@ void ByteLevelBpe::PairTable::build(const std::vector<std::pair<TokenId, TokenId
   }
 }
 
+namespace {
+
+// The definition's pattern compiled; an error names the file it came from.
+PreTokenizer pretokenizer_of(const BpeDefinition& d) {
+  try {
+    return PreTokenizer(d.pattern);
+  } catch (const Error& error) {
+    throw Error(d.source.empty() ? std::string(error.what()) : d.source + ": " + error.what());
+  }
+}
+
+}  // namespace
+
 ByteLevelBpe::ByteLevelBpe(BpeDefinition definition)
     : definition_(std::move(definition)),
-      pretokenizer_(definition_.pattern),
+      pretokenizer_(pretokenizer_of(definition_)),
       instance_(next_instance++) {
   const BpeDefinition& d = definition_;
   std::unordered_map<std::string, TokenId> ids;

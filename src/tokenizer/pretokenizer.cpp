@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace folio {
 
@@ -81,7 +82,7 @@ PreTokenizer::PreTokenizer(const std::string& pattern)
     pcre2_get_error_message(error_code, message, sizeof(message));
     throw Error("the tokenizer's pre-tokenisation regex does not compile (" +
                 std::string(reinterpret_cast<char*>(message)) + " at offset " +
-                std::to_string(error_offset) + "): " + pattern);
+                std::to_string(error_offset) + "): " + printable(pattern, 200));
   }
   // Without JIT (some builds lack it) the interpreter gives the same matches, more slowly.
   compiled_->jit = pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE) == 0;
