@@ -129,7 +129,7 @@ std::string folio_activation(const std::string& hf, const std::string& origin) {
   if (hf == "gelu_new" || hf == "gelu_pytorch_tanh") return "gelu_tanh";  // GELU, tanh form
   if (hf == "gelu") return "gelu";                                        // GELU, exact erf
   if (hf == "relu") return "relu";
-  throw Error(origin + ": activation_function '" + hf +
+  throw Error(origin + ": activation_function '" + printable(hf) +
               "' is not one folio computes: folio has relu, gelu (erf) and gelu_new (tanh)");
 }
 
@@ -143,7 +143,7 @@ Config config_from_hf_json(const nlohmann::json& hf, const std::string& origin, 
   if (!hf.is_object()) throw Error(origin + " is not a JSON object: is it GPT-2's config.json?");
   const std::string model_type = hf_value<std::string>(hf, "model_type", "gpt2", origin);
   if (model_type != "gpt2")
-    throw Error(origin + ": model_type is '" + model_type +
+    throw Error(origin + ": model_type is '" + printable(model_type) +
                 "', but folio imports GPT-2 (GPT2LMHeadModel, model_type gpt2) only");
   // Options of GPT2Config that change what the model computes, each refused when set.
   auto refuse_if = [&](bool set, const std::string& key, const std::string& why) {
