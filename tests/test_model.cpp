@@ -33,6 +33,18 @@ Config small_config() {
   return c;
 }
 
+// A model under test and a reference with the same weights (seed, init_std and c's init scheme),
+// each with its own activations and key/value cache: what one computes from its cache, the other
+// computes in full.
+struct ModelAndReference {
+  GPT model, reference;
+  ModelAndReference(Backend& backend, const Config& c, int vocab, uint64_t seed, double init_std)
+      : model(backend, ModelShape::from_config(c, vocab)), reference(backend, model.shape()) {
+    model.initialize(seed, init_std, false, init_scheme_of(c));
+    reference.initialize(seed, init_std, false, init_scheme_of(c));
+  }
+};
+
 std::vector<int32_t> random_tokens(size_t n, int V, uint32_t seed) {
   std::vector<int32_t> tokens(n);
   for (size_t i = 0; i < n; ++i)
@@ -148,9 +160,8 @@ TEST(Model, KeyValueCacheGivesTheLogitsOfAFullForwardAtEveryPosition) {
   auto backend = cpu();
   for (const Config& c : {small_config(), load_config("seed004")}) {
     const int T = c.block_size, V = 65;
-    GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
-    model.initialize(3, 0.2, false, init_scheme_of(c));  // larger weights show differences
-    reference.initialize(3, 0.2, false, init_scheme_of(c));
+    ModelAndReference twins(*backend, c, V, 3, 0.2);  // larger weights show differences
+    auto& [model, reference] = twins;
     const auto tokens = random_tokens(T, V, 4);
     reference.forward(tokens.data(), nullptr, 1, T, DropoutContext{});
     const std::vector<float> full = reference.read_logits();  // (1, T, V)
@@ -173,9 +184,8 @@ TEST(Model, TheLastRowAloneGivesAFullForwardsLastLogitsAndFillsTheCache) {
   auto backend = cpu();
   for (const Config& c : {small_config(), load_config("seed004")}) {
     const int T = c.block_size, V = 65;
-    GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
-    model.initialize(3, 0.2, false, init_scheme_of(c));
-    reference.initialize(3, 0.2, false, init_scheme_of(c));
+    ModelAndReference twins(*backend, c, V, 3, 0.2);
+    auto& [model, reference] = twins;
     const auto tokens = random_tokens(T, V, 4);
     reference.forward(tokens.data(), nullptr, 1, T, DropoutContext{});
     const std::vector<float> full = reference.read_logits();  // (1, T, V)
@@ -229,9 +239,8 @@ TEST(Model, NextTokensOfSeveralTextsAreEachTextsOwnForward) {
     SCOPED_TRACE(c.block_order + ", head_size " + std::to_string(c.head_size) + ", " + k.dtype);
     auto backend = make_backend("cpu", 0, BackendOptions{k.dtype});
     const int T = c.block_size, V = 65, texts = 3, prompt = T / 2;
-    GPT model(*backend, ModelShape::from_config(c, V)), reference(*backend, model.shape());
-    model.initialize(3, 0.2, false, init_scheme_of(c));
-    reference.initialize(3, 0.2, false, init_scheme_of(c));
+    ModelAndReference twins(*backend, c, V, 3, 0.2);
+    auto& [model, reference] = twins;
     std::vector<std::vector<int32_t>> tokens;
     std::vector<std::vector<float>> full;  // (T, V) each
     for (int i = 0; i < texts; ++i) {
@@ -581,9 +590,8 @@ int32_t argmax(const std::vector<float>& values) {
 void expect_greedy_from_full_forwards(int window_shift) {
   auto backend = cpu();
   const Config c = small_config();
-  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
-  model.initialize(c.seed, 0.5, false);
-  reference.initialize(c.seed, 0.5, false);
+  ModelAndReference twins(*backend, c, 65, c.seed, 0.5);
+  auto& [model, reference] = twins;
   SamplingOptions options;
   options.temperature = 0;
   options.max_new_tokens = 3 * c.block_size;
@@ -626,9 +634,8 @@ TEST(Generation, SamplesSharingAPromptReuseItsKeysAndValues) {
   // the bit: the reference model gets a record too, but a fresh one each time (nothing reused).
   auto backend = cpu();
   const Config c = small_config();
-  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
-  model.initialize(c.seed, 0.5, false);
-  reference.initialize(c.seed, 0.5, false);
+  ModelAndReference twins(*backend, c, 65, c.seed, 0.5);
+  auto& [model, reference] = twins;
   const std::vector<int32_t> prompt = {5, 9, 1, 7, 3, 2};
   for (const int new_tokens : {8, 3 * c.block_size}) {
     SamplingOptions options;
@@ -669,9 +676,8 @@ TEST(Generation, TextsDrawnTogetherAreTheTextsDrawnAlone) {
   // past it (each text's window recomputed on its own), and with a text that stops early.
   auto backend = cpu();
   const Config c = small_config();
-  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
-  model.initialize(c.seed, 0.5, false);
-  reference.initialize(c.seed, 0.5, false);
+  ModelAndReference twins(*backend, c, 65, c.seed, 0.5);
+  auto& [model, reference] = twins;
   const std::vector<int32_t> prompt = {5, 9, 1, 7};
   const uint32_t first_sample = 2;
   for (const int window_shift : {1, 4}) {
@@ -712,9 +718,8 @@ TEST(Generation, MoreTextsThanTheLastCallPlanAnewAndReuseNothing) {
   // texts anew, which drops what was cached, so the record must not be trusted.
   auto backend = cpu();
   const Config c = small_config();
-  GPT model(*backend, ModelShape::from_config(c, 65)), reference(*backend, model.shape());
-  model.initialize(c.seed, 0.5, false);
-  reference.initialize(c.seed, 0.5, false);
+  ModelAndReference twins(*backend, c, 65, c.seed, 0.5);
+  auto& [model, reference] = twins;
   const std::vector<int32_t> prompt = {5, 9, 1, 7, 3, 2};
   SamplingOptions options;
   options.max_new_tokens = 8;
