@@ -163,7 +163,11 @@ BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& p
   std::set<std::string> added_texts;
   for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array()))
     added_texts.insert(added.value("content", ""));
-  const nlohmann::json vocab = model.value("vocab", nlohmann::json());
+  // found, not model["vocab"] (undefined on a const json without it) nor value() (a copy of
+  // 50,257 entries): read_vocab refuses the null that stands for a missing one
+  const auto found_vocab = model.find("vocab");
+  const nlohmann::json no_vocab;
+  const nlohmann::json& vocab = found_vocab != model.end() ? *found_vocab : no_vocab;
   read_vocab(vocab, added_texts, d);
   const auto ids = ids_by_text(vocab);
   for (const nlohmann::json& merge : model.at("merges")) {
