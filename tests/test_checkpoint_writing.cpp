@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "core/sha256.h"
 #include "io/checkpoint.h"
 #include "io/hf_gpt2.h"
+#include "io/run_directory.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
 #include "safetensors_bytes.h"
@@ -144,6 +146,26 @@ TEST(CheckpointWriting, ExportWritesTheWholeFileWritersBytes) {
                   ? "500884014007f38f668aad48bcbc0c87193ef3e822bbdb12db748483bdf68a24"
                   : "6ad8e249b101b6e5b9aac449c5a910187458f6105f963ff3ae1fea4c68cbe795");
   }
+}
+
+// On --resume the metrics log keeps what the resumed run would have written: evaluations before
+// its step, training records up to it. A line a kill cut short goes, and so does a record whose
+// step is not a whole number (an edited file: casting 2.5 or 1e300 to an integer was undefined).
+TEST(RunDirectoryMetrics, ResumeKeepsTheRecordsBeforeItsStepAndDropsTheRest) {
+  TempDir dir;
+  const RunDirectory run(dir.file(""));
+  dir.write("metrics.jsonl",
+            "{\"type\": \"eval\", \"step\": 0}\n"
+            "{\"type\": \"train\", \"step\": 5}\n"
+            "{\"type\": \"eval\", \"step\": 5}\n"
+            "{\"type\": \"train\", \"step\": 6}\n"
+            "{\"type\": \"train\", \"step\": 2.5}\n"
+            "{\"type\": \"train\", \"step\": 1e300}\n"
+            "{\"type\": \"train\", \"st");
+  run.truncate_metrics(5);
+  std::ifstream kept(run.metrics_path());
+  const std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "{\"type\": \"eval\", \"step\": 0}\n{\"type\": \"train\", \"step\": 5}\n");
 }
 
 }  // namespace
