@@ -326,6 +326,10 @@ class Backend {
   }
   virtual void end_step_capture() {}
   virtual void replay_step(const StepValues& /*values*/) {}
+  // How many times device memory has been freed: a recording holds the addresses it used, so one
+  // made at another count (scratch memory that grew since, a buffer released) must be made again
+  // before it replays (TrainingStep::replay_or_record).
+  virtual uint64_t device_memory_frees() const { return 0; }
 };
 
 // "cpu", "cuda" or "auto" (a GPU when one is there); `threads` 0 means all cores. On the CPU,

@@ -71,7 +71,6 @@ void TrainingStep::draw_batches(uint32_t step, const BatchFiller& fill) {
 double TrainingStep::compute_gradients(uint32_t step, bool measure_loss) {
   const double loss = shares_.empty() ? forward_backward(step, measure_loss)
                                       : forward_backward_in_shares(step, measure_loss);
-  if (!recording_) issued_plan_ = model_.plans_made();
   // Clipping reads the gradients' norm; it is summed once here, and first_non_finite reuses it.
   norm_summed_ = false;
   if (config_.grad_clip > 0) sum_squared_norm();
@@ -187,6 +186,12 @@ std::string TrainingStep::first_non_finite(double loss) {
 
 void TrainingStep::update(double learning_rate) {
   optimizer_.step(learning_rate, squared_norm_.as<float>());
+  // A whole step has run op by op: what it allocates (scratch, bf16 copies) is there now.
+  if (!recording_) issued_ = memory_now();
+}
+
+TrainingStep::MemoryState TrainingStep::memory_now() const {
+  return {model_.plans_made(), model_.backend().device_memory_frees()};
 }
 
 void TrainingStep::record(uint32_t step, double learning_rate) {
@@ -202,23 +207,24 @@ void TrainingStep::record(uint32_t step, double learning_rate) {
   recording_ = false;
   backend.end_step_capture();
   optimizer_.set_steps_taken(steps_taken);
-  recorded_plan_ = model_.plans_made();
+  recorded_ = memory_now();
 }
 
 bool TrainingStep::replays() const {
-  return config_.cuda_graph && issued_plan_ != 0 && communicator_.world_size() == 1 &&
+  return config_.cuda_graph && issued_.plan != 0 && communicator_.world_size() == 1 &&
          model_.backend().supports_step_capture();
 }
 
 void TrainingStep::replay_or_record(uint32_t step, double learning_rate) {
   if (!replays()) throw Error("internal: replay_or_record() where replays() is false");
-  // The recording holds the activations' addresses: a new plan (a forward on a larger batch)
-  // records again, once a step has run op by op under it. Recording allocates nothing, and the
-  // first step on new activations must: the bf16 copies that products read, kept per address,
-  // and scratch memory where no copy is kept (on an H200, 2026-11-27, a recording right after a
-  // plan threw "growing scratch memory").
-  if (recorded_plan_ != model_.plans_made()) {
-    if (issued_plan_ != model_.plans_made()) {
+  // The recording holds the addresses of the activations and of the backend's scratch memory: a
+  // new plan (a forward on a larger batch), or device memory freed since (scratch that an
+  // evaluation grew: the old buffer is gone), records again, once a step has run op by op on
+  // what is there now. Recording allocates nothing, and the first step on new activations must:
+  // the bf16 copies that products read, kept per address, and scratch memory where no copy is
+  // kept (on an H200, 2026-11-27, a recording right after a plan threw "growing scratch memory").
+  if (recorded_ != memory_now()) {
+    if (issued_ != memory_now()) {
       compute_gradients(step, /*measure_loss=*/false);
       update(learning_rate);
       return;

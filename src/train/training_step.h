@@ -70,9 +70,11 @@ class TrainingStep {
   void replay(uint32_t step, double learning_rate);
   // Whether the step can be recorded here (a backend that records, one rank, cuda_graph) and
   // one has run op by op; then compute_gradients + update for the batches drawn, as a replay of
-  // the recording, made first or again when the model has been planned anew since. After a new
-  // plan the first such step runs op by op instead: the recording may not allocate, and the new
-  // activations' bf16 copies and the scratch memory are made by a step that runs.
+  // the recording, made first or again when the memory it points at has changed since: the
+  // model planned anew, or device memory freed (scratch memory that an evaluation's forward
+  // pass grew, a buffer released). After such a change the first step runs op by op instead:
+  // the recording may not allocate, and the new activations' bf16 copies and the scratch memory
+  // are made by a step that runs.
   bool replays() const;
   void replay_or_record(uint32_t step, double learning_rate);
 
@@ -105,10 +107,17 @@ class TrainingStep {
   DeviceBuffer squared_norm_;  // the gradients' squared global norm, for clipping and checks
   bool norm_summed_ = false;   // squared_norm_ holds this step's (summed over the ranks) norm
   bool recording_ = false;
-  // GPT::plans_made() at the last step run op by op (it sized the scratch memory for that plan)
-  // and at the recording; 0: none.
-  uint64_t issued_plan_ = 0;
-  uint64_t recorded_plan_ = 0;
+  // The memory a step runs on: which plan of the model's activations (GPT::plans_made(), from
+  // 1) and how many frees of device memory so far (Backend::device_memory_frees()). Taken after
+  // the last step run op by op (which sized the scratch memory for it) and at the recording;
+  // plan 0: none yet.
+  struct MemoryState {
+    uint64_t plan = 0;
+    uint64_t device_frees = 0;
+    bool operator==(const MemoryState&) const = default;
+  };
+  MemoryState memory_now() const;
+  MemoryState issued_, recorded_;
 };
 
 }  // namespace folio

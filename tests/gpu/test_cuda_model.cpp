@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/device_buffer.h"
 #include "config/presets.h"
+#include "core/error.h"
 #include "data/batches.h"
 #include "gpu_test_helpers.h"
 #include "model/gpt.h"
@@ -289,6 +291,43 @@ void check_replayed_steps_equal_issued_steps() {
 
 TEST_F(CudaModel, ReplayedStepsEqualIssuedSteps) {
   check_replayed_steps_equal_issued_steps();
+}
+
+// A recording holds the addresses of the scratch memory it used. An evaluation's forward pass
+// between steps can grow that memory (the old buffer freed), and any buffer released frees
+// device memory: a replay then could read or write freed memory. So the recording is refused
+// after a free (replay_step throws), and replay_or_record runs the next step op by op and records
+// again, with the parameters of steps issued op by op to the bit.
+TEST_F(CudaModel, FreedDeviceMemoryMakesTheStepRecordAgain) {
+  const Config c = test_config("shakespeare_char", 4);
+  ASSERT_TRUE(c.cuda_graph);
+  Trainee issued(cuda_backend("bf16"), c), replayed(cuda_backend("bf16"), c);
+  const auto evaluate_and_free = [&](Trainee& run) {
+    const Batch& batch = run.training->micro_batch(0);
+    run.model.forward(batch.inputs.data(), batch.targets.data(), c.batch_size, c.block_size,
+                      DropoutContext{});
+    DeviceBuffer released(*run.backend, 1 << 20);  // freed at the end of this scope
+  };
+  constexpr int kSteps = 7, kEvaluatedAfter = 2;
+  for (int step = 0; step < kSteps; ++step) {
+    issued.step(step);
+    if (step == kEvaluatedAfter) evaluate_and_free(issued);
+  }
+  replayed.step(0);  // op by op: replays() needs one
+  ASSERT_TRUE(replayed.training->replays());
+  for (int step = 1; step < kSteps; ++step) {
+    replayed.draw_batch(step);
+    replayed.training->replay_or_record(step, learning_rate_at(c, step));
+    if (step == kEvaluatedAfter) {
+      const uint64_t frees = replayed.backend->device_memory_frees();
+      evaluate_and_free(replayed);
+      EXPECT_GT(replayed.backend->device_memory_frees(), frees);
+      replayed.draw_batch(step + 1);
+      EXPECT_THROW(replayed.training->replay(step + 1, learning_rate_at(c, step + 1)), Error)
+          << "the recording replayed after memory it may point at was freed";
+    }
+  }
+  EXPECT_EQ(replayed.model.read_parameters(), issued.model.read_parameters());
 }
 
 // ReLU's output kept in fp32 with a bf16 copy (FOLIO_CUDA_RELU_OUTPUT=fp32; the default keeps it

@@ -314,7 +314,7 @@ void CudaBackend::release(void* pointer) noexcept {
   std::erase_if(attention_masks_, [&](const AttentionMasks& masks) { return inside(masks.saved); });
   if (mirror_.source != nullptr && inside(mirror_.source)) mirror_ = ParameterMirror{};
   allocations_.erase(allocation);
-  report_cuda_error_once(cudaFree(pointer), "cudaFree");
+  DeviceAllocator::release(pointer);  // counted: a recorded step may point into it
 }
 
 void* CudaBackend::scratch(Scratch slot, size_t bytes) {
@@ -417,11 +417,18 @@ void CudaBackend::end_step_capture() {
   cudaGraphDestroy(graph);
   check_cuda(status, "cudaGraphInstantiate");
   graph_ = CudaGraph(instance);
+  frees_at_recording_ = device_frees();
 }
+
+uint64_t CudaBackend::device_memory_frees() const { return device_frees(); }
 
 void CudaBackend::replay_step(const StepValues& values) {
   no_capture("replay_step()");
   if (!graph_) throw Error("internal: replay_step() before a step was recorded");
+  // Scratch memory that grew (an evaluation's forward pass, say) or a buffer released since the
+  // recording: it may point at freed memory. TrainingStep records again before this can happen.
+  if (frees_at_recording_ != device_frees())
+    throw Error("internal: replay_step() after device memory was freed since the recording");
   const LiveStepValues live{values.dropout_step, 0, values.learning_rate, values.adamw_step};
   set_live_step_values<<<1, 1, 0, stream_>>>(live_values_.as<LiveStepValues>(), live);
   check_launch("set_live_step_values");

@@ -192,6 +192,7 @@ class CudaBackend final : public Backend {
   void begin_step_capture() override;
   void end_step_capture() override;
   void replay_step(const StepValues& values) override;
+  uint64_t device_memory_frees() const override;
 
  private:
   // Grow-only scratch memory, one buffer per purpose, sized by the first step that needs it.
@@ -369,6 +370,7 @@ class CudaBackend final : public Backend {
   std::vector<RecordedCopy> recorded_copies_;
   DeviceMemory live_values_;  // one LiveStepValues
   CudaGraph graph_;
+  uint64_t frees_at_recording_ = 0;  // device_frees() when graph_ was made
   void abandon_step_capture() noexcept;  // ends a recording that an error cut short
 
   AttentionLaunches attention_launches_;

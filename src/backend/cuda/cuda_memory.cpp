@@ -16,6 +16,7 @@ namespace {
 std::atomic<const char*> last_kernel{nullptr};
 std::atomic<bool> error_reported{false};
 thread_local bool recording_step = false;
+std::atomic<uint64_t> frees_of_device_memory{0};  // device_frees()
 
 std::string describe(cudaError_t status, const char* what) {
   std::string text = std::string("CUDA error in ") + what + ": " + cudaGetErrorName(status) +
@@ -99,8 +100,10 @@ void* DeviceAllocator::allocate(size_t bytes) {
   return pointer;
 }
 void DeviceAllocator::release(void* pointer) {
+  frees_of_device_memory.fetch_add(1, std::memory_order_relaxed);
   report_cuda_error_once(cudaFree(pointer), "cudaFree");
 }
+uint64_t device_frees() { return frees_of_device_memory.load(std::memory_order_relaxed); }
 
 void* PinnedAllocator::allocate(size_t bytes) {
   void* pointer = nullptr;

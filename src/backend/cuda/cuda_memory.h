@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace folio {
@@ -103,6 +104,10 @@ struct DeviceAllocator {  // cudaMalloc: device memory
   static void* allocate(size_t bytes);
   static void release(void* pointer);
 };
+// How many times this process has freed device memory (DeviceAllocator::release). A recorded
+// step holds the addresses of the memory it used; one recorded at another count may point at
+// memory that has been freed since (scratch that grew, a buffer released) and must not replay.
+uint64_t device_frees();
 struct PinnedAllocator {  // cudaHostAlloc: page-locked host memory, copied from without staging
   static void* allocate(size_t bytes);
   static void release(void* pointer);
