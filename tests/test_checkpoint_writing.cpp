@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/error.h"
 #include "core/sha256.h"
 #include "io/checkpoint.h"
 #include "io/hf_gpt2.h"
@@ -166,6 +167,25 @@ TEST(RunDirectoryMetrics, ResumeKeepsTheRecordsBeforeItsStepAndDropsTheRest) {
   std::ifstream kept(run.metrics_path());
   const std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "{\"type\": \"eval\", \"step\": 0}\n{\"type\": \"train\", \"step\": 5}\n");
+}
+
+// A folder with an earlier run: a new run refuses it, a resumed one keeps its files, and
+// --overwrite removes its state at the start (before, a kill before the new run's first save
+// left it for --resume to continue the old run) but keeps its checkpoint, the good model that the
+// new run's first evaluation replaces (cli_training_failures: a run that fails first keeps it).
+TEST(RunDirectoryStart, OverwriteRemovesTheEarlierRunsStateAndKeepsItsCheckpoint) {
+  TempDir dir;
+  const RunDirectory run(dir.file("run"));
+  run.prepare(RunDirectory::Start::kNew);
+  dir.write("run/ckpt.safetensors", "earlier checkpoint");
+  dir.write("run/state.safetensors", "earlier state");
+  EXPECT_THROW(run.prepare(RunDirectory::Start::kNew), Error);
+  run.prepare(RunDirectory::Start::kResume);
+  EXPECT_TRUE(std::filesystem::exists(run.checkpoint_path()));
+  EXPECT_TRUE(std::filesystem::exists(run.state_path()));
+  run.prepare(RunDirectory::Start::kOverwrite);
+  EXPECT_TRUE(std::filesystem::exists(run.checkpoint_path()));
+  EXPECT_FALSE(std::filesystem::exists(run.state_path()));
 }
 
 }  // namespace

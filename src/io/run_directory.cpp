@@ -34,15 +34,21 @@ std::string RunDirectory::metrics_path() const {
   return in(out_dir_, kMetrics);
 }
 
-void RunDirectory::prepare(bool continuing_or_overwriting) const {
+void RunDirectory::prepare(Start start) const {
   std::error_code error;
-  if (!continuing_or_overwriting)
+  if (start == Start::kNew)
     for (const char* name : {kCheckpoint, kState})
       if (std::filesystem::exists(in(out_dir_, name)))
         throw Error("out_dir " + out_dir_ + " already holds a run (" + name +
                     "): continue it with --resume " + out_dir_ +
                     ", or choose another --out_dir, or pass --overwrite to replace it");
   make_output_folder(out_dir_, "--out_dir");
+  if (start == Start::kOverwrite) {
+    std::filesystem::remove(state_path(), error);
+    if (error)
+      throw Error("--overwrite could not remove " + state_path() + " (" + error.message() +
+                  "): remove it yourself, or choose another --out_dir");
+  }
   for (const auto& entry : std::filesystem::directory_iterator(out_dir_, error)) {
     const std::string name = entry.path().filename().string();
     for (const char* file : {kCheckpoint, kState, kMetrics, kMetricsTable})

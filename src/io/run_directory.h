@@ -23,10 +23,19 @@ class RunDirectory {
   std::string state_path() const;
   std::string metrics_path() const;
 
+  // What a run does with a folder that may hold an earlier run.
+  enum class Start {
+    kNew,        // refuses a folder that holds a run's checkpoint or state
+    kResume,     // keeps them: `--resume` continues that run
+    kOverwrite,  // removes the state (`--overwrite`): a kill before the new run saved its own
+                 // left it for `--resume` to continue the old run under the new one's metrics;
+                 // the checkpoint stays until the new run writes a better model (its first
+                 // evaluation), so a run that fails first loses no good model
+  };
   // At the start of a run: creates the folder, checks that it takes files (better now than
-  // after an hour of training), removes the temporary files of an interrupted save, and refuses
-  // a folder that holds another run's checkpoint or state unless `continuing_or_overwriting`.
-  void prepare(bool continuing_or_overwriting) const;
+  // after an hour of training), removes the temporary files of an interrupted save, and treats
+  // an earlier run's checkpoint and state as `start` says.
+  void prepare(Start start) const;
 
   // On resume: keeps the metrics records the resumed run would have written (evaluations before
   // `steps_done`, training records up to it), dropping a line a kill cut short.

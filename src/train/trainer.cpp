@@ -1,8 +1,10 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -35,6 +37,19 @@ namespace folio {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The val loss a checkpoint records, or infinity where there is no readable one recording it.
+// Only its header is read (load_checkpoint leaves the values in the file).
+double recorded_val_loss(const std::string& path, const Config& config) {
+  if (!std::filesystem::exists(path)) return std::numeric_limits<double>::infinity();
+  try {
+    const LoadedCheckpoint checkpoint = load_checkpoint(path, config, nullptr);
+    if (checkpoint.val_loss >= 0) return checkpoint.val_loss;
+  } catch (const Error&) {
+    // damaged or not folio's: no model to keep; the run's next improvement replaces it
+  }
+  return std::numeric_limits<double>::infinity();
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -133,12 +148,18 @@ Trainer::Trainer(const Config& config, const Dataset& data, Backend& backend,
 
 // The seed's loop: evaluate every eval_interval steps and at the last, then one training step.
 TrainResult Trainer::run() {
-  start_from_parameters();
+  // First: the broadcast of the weights that follows is only as long on every rank when their
+  // configs and data agree (different vocabularies, different counts).
   check_ranks_agree_on_setup();
+  start_from_parameters();
   open_run_directory();
   print_header();
   if (!options_.resume) print_sample("before", 0);
   start_progress();
+  // The first progress line's speed counts from here, not from the loading and the header (a
+  // resumed run's first step need not be an evaluation, which restarts the window too).
+  window_start_ = Clock::now();
+  window_steps_ = 0;
   for (int step = static_cast<int>(start_step_); step < config_.max_iters; ++step) {
     if (is_evaluation_step(step) && !evaluate_and_checkpoint(step)) {
       stop_after(step);  // the signal came during the evaluation: resume redoes it
@@ -181,6 +202,13 @@ void Trainer::start_from_parameters() {
     optimizer.set_steps_taken(state.optimizer_steps);
     start_step_ = state.steps_done;
     best_val_loss_ = state.best_val_loss;
+    // The checkpoint can be newer than the state: a run killed after an evaluation improved it
+    // and before the next state save. Its val loss is the one to beat, or the evaluations
+    // between the state's step and the checkpoint's would replace it with worse models (and a
+    // resumed run stopping before that step would lose it). Only rank 0 writes checkpoints.
+    if (is_root())
+      best_val_loss_ = std::min(best_val_loss_, recorded_val_loss(run_directory_.checkpoint_path(),
+                                                                  config_));
     earlier_seconds_ = state.elapsed_seconds;
     return;  // every rank read the same file: nothing to broadcast
   }
@@ -215,7 +243,9 @@ void Trainer::check_ranks_agree_on_setup() {
 
 void Trainer::open_run_directory() {
   if (!is_root()) return;
-  run_directory_.prepare(options_.resume != nullptr || options_.overwrite);
+  run_directory_.prepare(options_.resume    ? RunDirectory::Start::kResume
+                         : options_.overwrite ? RunDirectory::Start::kOverwrite
+                                              : RunDirectory::Start::kNew);
   if (options_.resume) run_directory_.truncate_metrics(start_step_);
   metrics_.emplace(run_directory_.metrics_path(), options_.resume != nullptr);
 }
@@ -419,15 +449,21 @@ void Trainer::print_summary() {
         run_directory_.state_path().c_str(), config_.out_dir.c_str());
   } else {
     print_sample("after", 1);
-    if (std::isinf(best_val_loss_))  // no evaluation ran (max_iters 0): no checkpoint
+    if (std::isinf(best_val_loss_)) {  // no evaluation ran (max_iters 0): no checkpoint
+      // --overwrite keeps the earlier run's checkpoint until this run writes one
+      const std::string earlier =
+          std::filesystem::exists(run_directory_.checkpoint_path())
+              ? "; " + run_directory_.checkpoint_path() + " is an earlier run's"
+              : "";
       std::printf("trained %lld steps in %.1f s; no evaluation ran, so no checkpoint was "
-                  "written (the training state is in %s)\n",
+                  "written (the training state is in %s)%s\n",
                   static_cast<long long>(result_.steps_done), result_.seconds,
-                  run_directory_.state_path().c_str());
-    else
+                  run_directory_.state_path().c_str(), earlier.c_str());
+    } else {
       std::printf("trained %lld steps in %.1f s; best val loss %.4f (checkpoint %s)\n",
                   static_cast<long long>(result_.steps_done), result_.seconds, best_val_loss_,
                   run_directory_.checkpoint_path().c_str());
+    }
   }
   std::fflush(stdout);
 }

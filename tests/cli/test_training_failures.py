@@ -5,7 +5,12 @@
     exit non-zero, and the good checkpoint already in out_dir is not overwritten;
   - an out_dir that cannot be created is refused at start, before any training;
   - a new run refuses an out_dir holding another run's checkpoint unless --overwrite (its first
-    save would replace that checkpoint).
+    save would replace that checkpoint);
+  - a checkpoint newer than the training state (a run killed after an evaluation improved it and
+    before the next state save: here the state of step 10 put back beside the checkpoint of a
+    run that went on to step 30) is not replaced by the resumed run's evaluations, all worse
+    than it (before, the state's best val loss was the one to beat, and --resume with
+    --max_iters 20 left the model of step 19 where that of step 29 had been).
 
     python3 test_training_failures.py FOLIO DATA
 """
@@ -80,9 +85,36 @@ def main(folio, data):
     if result.returncode == 0 or "already holds a run" not in result.stderr or \
             sha256(good) != good_hash:
         failures.append("a new run in an out_dir with a checkpoint was not refused")
+    failures += newer_checkpoint_than_state(folio, data, work)
     for failure in failures:
         print("FAIL", failure)
     return 1 if failures else 0
+
+
+def newer_checkpoint_than_state(folio, data, work):
+    out_dir = os.path.join(work, "newer_checkpoint")
+    common = ["--config", "tiny", "--data", data, "--eval_interval=5", "--eval_iters=2",
+              "--sample_tokens=0"]
+    subprocess.run([folio, "train", "--out_dir", out_dir, "--max_iters=10"] + common, check=True,
+                   capture_output=True)
+    state = os.path.join(out_dir, "state.safetensors")
+    with open(state, "rb") as f:
+        state_of_step_10 = f.read()
+    subprocess.run([folio, "train", "--resume", out_dir, "--max_iters=30"], check=True,
+                   capture_output=True)
+    checkpoint = os.path.join(out_dir, "ckpt.safetensors")
+    best = sha256(checkpoint)
+    with open(state, "wb") as f:
+        f.write(state_of_step_10)
+    result = subprocess.run([folio, "train", "--resume", out_dir, "--max_iters=20"],
+                            capture_output=True, text=True)
+    print("checkpoint newer than the state:", result.returncode,
+          [line for line in result.stdout.splitlines() if "saved" in line])
+    if result.returncode != 0:
+        return [f"checkpoint newer than the state: resume failed: {result.stderr[-500:]}"]
+    if sha256(checkpoint) != best:
+        return ["checkpoint newer than the state: the resumed run replaced it with a worse model"]
+    return []
 
 
 if __name__ == "__main__":

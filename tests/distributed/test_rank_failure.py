@@ -15,6 +15,14 @@
     was waiting on rank 0 alone and rank 0 had stopped, store and all, by the time it asked: then
     it says so and points at rank 0's message.
 
+
+And when ranks disagree: rank 0 given a text with one character more than rank 1's (a vocabulary
+of 66, so a model with more parameters to broadcast than rank 1 takes) must stop every rank with
+the one error that says so, before any collective whose length depends on the model (the
+broadcast of rank 0's weights; checked after it, Gloo aborted on the lengths, "EnforceNotMet",
+exit 134): launched by hand with torchrun's variables (Gloo) and by mpirun with a program per
+rank (MPI).
+
     python3 test_rank_failure.py FOLIO DATA WORK_DIR
 """
 
@@ -26,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from common import children_of, environment
+from common import children_of, environment, MPI_ENV
 
 
 def rank_process(launcher_pid, rank):
@@ -92,6 +100,61 @@ def scenario(name, command, work, signal_number, expected, bound_seconds, victim
     return problems
 
 
+def free_port():
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def disagreeing_ranks(folio, data, work):
+    """Rank 0 trains on a text with a character more than rank 1's; [] when both ranks stop with
+    the disagreement's error, else what went wrong."""
+    other = os.path.join(work, "one_character_more.txt")
+    os.makedirs(work, exist_ok=True)
+    with open(data, "rb") as source, open(other, "wb") as target:
+        target.write(source.read() + b"~\n")
+    train = ["train", "--config", "tiny", "--max_iters=3", "--sample_tokens=0", "--threads=1",
+             "--dist_timeout=20"]
+    expected = "rank 1 runs a different config or data file than rank 0"
+    failures = []
+    port = str(free_port())
+    ranks = []
+    for rank, text in ((0, other), (1, data)):
+        env = environment({"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+                           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
+        ranks.append(subprocess.Popen([folio] + train + ["--data", text, "--out_dir",
+                                                         os.path.join(work, "disagree_env")],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=env))
+    for rank, process in enumerate(ranks):
+        try:
+            _, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            failures.append(f"torchrun variables, rank {rank}: still running after 60 s")
+            continue
+        if process.returncode != 1 or expected not in stderr:
+            failures.append(f"torchrun variables, rank {rank}: exit {process.returncode}, "
+                            f"stderr:\n{stderr[-1500:]}")
+    out_dir = os.path.join(work, "disagree_mpi")
+    command = (["mpirun", "-np", "1", folio] + train + ["--data", other, "--out_dir", out_dir] +
+               [":", "-np", "1", folio] + train + ["--data", data, "--out_dir", out_dir])
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                                env=environment(MPI_ENV))
+        if result.returncode == 0 or (result.stdout + result.stderr).count(expected) != 2:
+            failures.append(f"mpirun: exit {result.returncode}, output:\n"
+                            f"{(result.stdout + result.stderr)[-1500:]}")
+    except subprocess.TimeoutExpired:
+        failures.append("mpirun: still running after 60 s")
+    for failure in failures:
+        print(f"FAIL disagreeing ranks: {failure}")
+    if not failures:
+        print("ok   disagreeing ranks: every rank stopped with the disagreement's error")
+    return failures
+
+
 def main(folio, data, work):
     shutil.rmtree(work, ignore_errors=True)
     train = ["train", "--config", "tiny", "--data", data, "--max_iters=1000000",
@@ -125,6 +188,7 @@ def main(folio, data, work):
     failures += scenario("mpirun, rank 1 frozen", ["mpirun", "-np", "2", folio] + train, work,
                          signal.SIGSTOP,
                          ["rank 0: waited 4 s (dist_timeout) for the other ranks"], 4 + 20)
+    failures += disagreeing_ranks(folio, data, work)
     return 1 if failures else 0
 
 
