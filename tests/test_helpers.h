@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -75,5 +76,16 @@ inline std::string shakespeare_path() {
   const char* path = std::getenv("FOLIO_TEST_DATA");
   return path ? path : "";
 }
+
+// An environment variable set within its scope, unset after (a CUDA backend reads its own at
+// construction: FOLIO_ATTENTION_*, FOLIO_CUDA_RELU_OUTPUT; the launch environment is read from
+// RANK, OMPI_COMM_WORLD_SIZE, ...).
+struct ScopedEnvironment {
+  ScopedEnvironment(const char* name, const char* value) : name(name) { ::setenv(name, value, 1); }
+  ~ScopedEnvironment() { ::unsetenv(name); }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+  const char* name;
+};
 
 }  // namespace folio::testing

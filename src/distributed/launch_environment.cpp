@@ -16,15 +16,24 @@ const char* variable(const char* name) {
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
-int integer_variable(const char* name, int fallback) {
+int integer_variable(const char* name, int fallback, long most = 1 << 24,
+                     const char* what = "a valid rank or size") {
   const char* value = variable(name);
   if (value == nullptr) return fallback;
   char* end = nullptr;
   const long parsed = std::strtol(value, &end, 10);
-  if (*end != '\0' || parsed < 0 || parsed > 1 << 24)
-    throw Error(std::string("environment variable ") + name + "='" + value +
-                "' is not a valid rank or size");
+  if (*end != '\0' || parsed < 0 || parsed > most)
+    throw Error(std::string("environment variable ") + name + "='" + value + "' is not " + what);
   return static_cast<int>(parsed);
+}
+
+// A TCP port: above 65535 it was cut to 16 bits, listening on another port than every message
+// named.
+int port_variable(const char* name) {
+  const int port = integer_variable(name, 29500, 65535, "a TCP port (1 to 65535)");
+  if (port == 0)
+    throw Error(std::string("environment variable ") + name + "=0 is not a TCP port (1 to 65535)");
+  return port;
 }
 
 }  // namespace
@@ -46,23 +55,27 @@ LaunchEnvironment detect_launch_environment() {
   if (const char* dir = variable("SM_CHANNEL_TRAINING")) env.sagemaker_data_dir = dir;
   if (const char* dir = variable("SM_MODEL_DIR")) env.sagemaker_model_dir = dir;
 
-  if (variable("OMPI_COMM_WORLD_SIZE")) {
+  // A rank that `folio train --nproc` started is that launcher's, whatever else it inherited
+  // (under `mpirun -np 1 folio train --nproc 2` each took mpirun's variables for a job of one).
+  const bool started_by_nproc =
+      variable("FOLIO_NPROC_LAUNCHER") && variable("RANK") && variable("WORLD_SIZE");
+  if (!started_by_nproc && variable("OMPI_COMM_WORLD_SIZE")) {
     env.launcher = Launcher::kMpirun;
     env.world_size = integer_variable("OMPI_COMM_WORLD_SIZE", 1);
     env.rank = integer_variable("OMPI_COMM_WORLD_RANK", 0);
     env.local_rank = integer_variable("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-  } else if (variable("PMI_SIZE") && variable("PMI_RANK")) {
+  } else if (!started_by_nproc && variable("PMI_SIZE") && variable("PMI_RANK")) {
     env.launcher = Launcher::kMpirun;  // MPICH's hydra
     env.world_size = integer_variable("PMI_SIZE", 1);
     env.rank = integer_variable("PMI_RANK", 0);
     env.local_rank = integer_variable("MPI_LOCALRANKID", 0);
   } else if (variable("RANK") && variable("WORLD_SIZE")) {
-    env.launcher = variable("FOLIO_NPROC_LAUNCHER") ? Launcher::kNproc : Launcher::kTorchrun;
+    env.launcher = started_by_nproc ? Launcher::kNproc : Launcher::kTorchrun;
     env.world_size = integer_variable("WORLD_SIZE", 1);
     env.rank = integer_variable("RANK", 0);
     env.local_rank = integer_variable("LOCAL_RANK", env.rank);
     env.master_address = variable("MASTER_ADDR") ? variable("MASTER_ADDR") : "127.0.0.1";
-    env.master_port = integer_variable("MASTER_PORT", 29500);
+    env.master_port = port_variable("MASTER_PORT");
   } else if (variable("SLURM_PROCID") && variable("SLURM_NTASKS")) {
     env.launcher = Launcher::kSrun;
     env.world_size = integer_variable("SLURM_NTASKS", 1);
@@ -85,7 +98,7 @@ LaunchEnvironment detect_launch_environment() {
     env.rank = index;
     env.local_rank = 0;
     env.master_address = variable("MASTER_ADDR") ? variable("MASTER_ADDR") : hosts.front();
-    env.master_port = integer_variable("MASTER_PORT", 29500);
+    env.master_port = port_variable("MASTER_PORT");
   }
   if (env.world_size < 1 || env.rank >= env.world_size)
     throw Error("the launcher says rank " + std::to_string(env.rank) + " of " +

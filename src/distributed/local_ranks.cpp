@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,10 +55,19 @@ int run_local_ranks(int count, const std::vector<std::string>& arguments, int th
   sigaction(SIGTERM, &action, nullptr);
 
   std::vector<pid_t> ranks(count, -1);
+  const pid_t launcher = ::getpid();
   for (int rank = 0; rank < count; ++rank) {
     const pid_t pid = ::fork();
     if (pid < 0) throw Error("cannot start rank " + std::to_string(rank) + ": fork failed");
     if (pid == 0) {
+      // A process group of its own: a terminal's Ctrl-C (or a kill of the launcher's group)
+      // reaches the launcher alone, which forwards it once. In the launcher's group each rank got
+      // it twice, took the second for "stop at once" and exited without saving its state.
+      ::setpgid(0, 0);
+      // And so that a launcher killed outright does not leave its ranks running: they get the
+      // SIGTERM that saves their state and stops them (unless it is already gone).
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) ::_exit(1);
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(count).c_str(), 1);

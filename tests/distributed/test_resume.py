@@ -1,5 +1,6 @@
 """A run killed with SIGKILL at any moment, and resumed, ends with weights bit-identical to an
-uninterrupted run; so does one stopped cleanly with SIGTERM; and a second signal stops at once.
+uninterrupted run; so does one stopped cleanly with SIGTERM, or with Ctrl-C under `--nproc 2`
+(the terminal signals the whole process group); and a second signal stops at once.
 
 The run saves its training state every step (checkpoint_interval=1) so that a good share of the
 random kill points fall inside a save; a kill that leaves a temporary file behind proves it hit a
@@ -200,6 +201,39 @@ def stop_with_two_sigints(folio, data, out_dir):
     return problems
 
 
+def ctrl_c_under_nproc(folio, data, work):
+    """`folio train --nproc 2` in a terminal, Ctrl-C: the terminal sends SIGINT to the whole
+    foreground process group. The ranks, in the launcher's group, got it from the terminal and
+    again from the launcher, took the second for "stop at once" and exited 130 without saving;
+    in a group of their own they get it once, from the launcher: the run stops after its step,
+    saves its state and exits 0, and resumes into the uninterrupted run."""
+    reference_dir = os.path.join(work, "ctrl_c", "uninterrupted")
+    out_dir = os.path.join(work, "ctrl_c", "stopped")
+    run(train_command(folio, data, reference_dir, []) + ["--nproc", "2"])
+    process = subprocess.Popen(train_command(folio, data, out_dir, []) + ["--nproc", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment(), start_new_session=True)  # a terminal's job
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(out_dir, "state.safetensors")) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)  # what the terminal does
+    try:
+        stdout, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        kill_tree(process.pid)
+        return ["Ctrl-C under --nproc 2: still running 60 s later"]
+    problems = []
+    if process.returncode != 0 or "interrupted after" not in stdout:
+        problems.append(f"Ctrl-C under --nproc 2: exit code {process.returncode}, "
+                        f"stderr {stderr[-400:]!r}")
+    else:
+        run(resume_command(folio, out_dir, []) + ["--nproc", "2"])
+        problems += same_run(reference_dir, out_dir)
+    print(f"Ctrl-C under --nproc 2: {'ok' if not problems else 'FAIL ' + '; '.join(problems)}")
+    return problems
+
+
 def main(folio, data, work, kills="20"):
     shutil.rmtree(work, ignore_errors=True)
     rng = random.Random(20261122)
@@ -208,6 +242,7 @@ def main(folio, data, work, kills="20"):
     failures += kill_and_resume("two MPI ranks", folio, data, work, ["mpirun", "-np", "2"],
                                 int(kills), rng)
     failures += stop_with_signals(folio, data, work)
+    failures += ctrl_c_under_nproc(folio, data, work)
     return 1 if failures else 0
 
 

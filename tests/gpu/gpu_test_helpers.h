@@ -25,16 +25,6 @@ inline std::unique_ptr<Backend> cuda_backend(const std::string& dtype, bool flas
   return make_backend("cuda", 0, BackendOptions{dtype, false, flash_attention, fused_kernels});
 }
 
-// An environment variable set for the backends made in its scope (a backend reads its own at
-// construction: FOLIO_ATTENTION_*, FOLIO_CUDA_RELU_OUTPUT, FOLIO_GEMM_FALLBACK).
-struct ScopedEnvironment {
-  ScopedEnvironment(const char* name, const char* value) : name(name) { ::setenv(name, value, 1); }
-  ~ScopedEnvironment() { ::unsetenv(name); }
-  ScopedEnvironment(const ScopedEnvironment&) = delete;
-  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-  const char* name;
-};
-
 template <typename T>
 DeviceBuffer to_device(Backend& backend, const std::vector<T>& host) {
   DeviceBuffer buffer(backend, std::max<size_t>(1, host.size()) * sizeof(T));
