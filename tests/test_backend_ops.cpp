@@ -3,11 +3,16 @@
 // without a visible GPU, or fail with FOLIO_REQUIRE_GPU=1). fp32 results must agree to 1e-5
 // relative (||backend - ref|| / ||ref||).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <tuple>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/ordered_sum.h"
 #include "backend/device_buffer.h"
 #include "backend/reference/activation.h"
 #include "backend/reference/attention.h"
@@ -593,6 +598,54 @@ TEST_P(BackendOps, Reductions) {
   Doubles doubled = widen(x);
   for (double& c : doubled) c *= 2;
   EXPECT_LT(relative_error(download(d_x, n), doubled), kTolerance);
+}
+
+// The sums themselves, in double (the backends round them to float, which hides all but a rare
+// difference): the same bits on 1, 2, 3 and 5 threads (a part per thread gave other bits).
+TEST(CpuReductions, OrderedSumsInDoubleAreTheSameBitsOnAnyThreads) {
+  const size_t n = 5 * cpu::kSumChunk + 77;
+  const Floats x = random_vector<float>(n, 42);
+  std::vector<double> scratch;
+  const auto square = [](float v) { return double(v) * double(v); };
+  std::vector<double> sums;
+  const int threads_before = omp_get_max_threads();
+  for (int threads : {1, 2, 3, 5}) {
+    omp_set_num_threads(threads);
+    sums.push_back(cpu::ordered_sum(x.data(), n, scratch, square));
+  }
+  omp_set_num_threads(threads_before);
+  for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "run " << i;
+  EXPECT_NEAR(sums[0] / reference::sum_of_squares(widen(x).data(), n), 1.0, 1e-12);
+}
+
+// Ranks sum the same gradients, then each takes their squared norm for clipping: on hosts with
+// other core counts (threads is a host setting) or instruction sets it must be the same bits, or
+// their clipping differs by an ulp and their weights drift apart. The CPU backend of every
+// variant this machine runs, on 1, 2 and 3 threads, for a length that ends mid-chunk and
+// mid-lane (before, a part per thread: 1 and 2 threads gave other bits).
+TEST(CpuReductions, SumOfSquaresIsTheSameBitsOnAnyThreadsAndInstructionSet) {
+  const size_t n = 3 * (size_t(1) << 16) + 1237;
+  const Floats x = random_vector<float>(n, 41);
+  std::vector<std::pair<std::string, float>> results;
+  const auto add = [&](const std::string& name, std::unique_ptr<Backend> backend) {
+    DeviceBuffer d_x(*backend, n * sizeof(float)), d_result(*backend, sizeof(float));
+    backend->copy_to_device(d_x.get(), x.data(), n * sizeof(float));
+    backend->sum_of_squares(d_result.as<float>(), d_x.as<float>(), n);
+    float result = 0;
+    backend->copy_to_host(&result, d_result.get(), sizeof(float));
+    results.emplace_back(name, result);
+  };
+  for (int threads : {1, 2, 3}) {
+    const std::string on = " on " + std::to_string(threads) + " threads";
+    if (cpu::cpu_runs(cpu::Variant::avx512) && cpu::variant_built(cpu::Variant::avx512))
+      add("avx512" + on, cpu::make_cpu_backend<cpu::Variant::avx512>(threads, false));
+    if (cpu::cpu_runs(cpu::Variant::avx2) && cpu::variant_built(cpu::Variant::avx2))
+      add("avx2" + on, cpu::make_cpu_backend<cpu::Variant::avx2>(threads, false));
+    add("baseline" + on, cpu::make_cpu_backend<cpu::Variant::baseline>(threads, false));
+  }
+  for (const auto& [name, result] : results)
+    EXPECT_EQ(result, results.front().second) << name << " against " << results.front().first;
+  EXPECT_NEAR(results.front().second / reference::sum_of_squares(widen(x).data(), n), 1.0, 1e-6);
 }
 
 // The cuda rows are listed whether or not a GPU is there (ctest learns the tests' names once, at

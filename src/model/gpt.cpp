@@ -579,6 +579,14 @@ void GPT::backward(float dloss, GradientUpdate update, const GradientsDone& done
     for (const auto& [offset, count] : other_gradients_) done(offset, count);
 }
 
+std::vector<std::pair<size_t, size_t>> GPT::gradients_in_backward_order() const {
+  std::vector<std::pair<size_t, size_t>> order;
+  for (int l = shape_.n_layer - 1; l >= 0; --l)
+    order.insert(order.end(), block_gradients_[l].begin(), block_gradients_[l].end());
+  order.insert(order.end(), other_gradients_.begin(), other_gradients_.end());
+  return order;
+}
+
 void GPT::check_logits_readable() const {
   if (logits_hold_their_gradient_)
     throw Error("internal: the logits were replaced by their gradient in backward(): read them "

@@ -128,6 +128,9 @@ class GPT {
   // parallelism starts summing each over the ranks then (TrainingStep), as DDP's buckets do.
   using GradientsDone = std::function<void(size_t offset, size_t count)>;
   void backward(float dloss, GradientUpdate update, const GradientsDone& done = nullptr);
+  // Those stretches in the order backward() reports them, for a step whose gradients another
+  // pass computed (TrainingStep's batch split) and that begins the same sums in the same order.
+  std::vector<std::pair<size_t, size_t>> gradients_in_backward_order() const;
   // Logits of row t of sample b of the last forward (host copy), the V of the vocabulary. Only
   // before backward(), whose first op replaces the logits with their gradient (in place).
   std::vector<float> logits_row(int b, int t) const;

@@ -20,6 +20,44 @@ namespace {
 // with two sums a block against 45 with one sum after the pass).
 constexpr size_t kBucketFloats = size_t(1) << 20;  // 4 MiB
 
+// The sums over the ranks of the gradients a backward pass has finished, (offset, count)
+// stretches, gathered while adjacent into buckets of at least kBucketFloats, each begun as it
+// fills. Which sums begin, and in what order, follows from the model's layout and the order of
+// its backward pass alone: so every rank begins the same collectives, whether its gradients came
+// from one pass or from its batch split across threads (a rank that split had made one sum of
+// everything while one that did not made several, and Gloo aborted on their lengths).
+class GradientBuckets {
+ public:
+  GradientBuckets(Communicator& communicator, float* gradients)
+      : communicator_(communicator), gradients_(gradients) {}
+  void finished(size_t offset, size_t count) {
+    auto bucket = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& stretch) {
+      return stretch.first == offset + count || stretch.first + stretch.second == offset;
+    });
+    if (bucket == waiting_.end()) {
+      bucket = waiting_.emplace(waiting_.end(), offset, count);
+    } else {
+      bucket->first = std::min(bucket->first, offset);
+      bucket->second += count;
+    }
+    if (bucket->second < kBucketFloats) return;
+    communicator_.start_sum_device(gradients_ + bucket->first, bucket->second);
+    waiting_.erase(bucket);
+  }
+  // Begins what is left, then waits for every sum.
+  void finish() {
+    for (const auto& [offset, count] : waiting_)
+      communicator_.start_sum_device(gradients_ + offset, count);
+    waiting_.clear();
+    communicator_.finish_sums();
+  }
+
+ private:
+  Communicator& communicator_;
+  float* gradients_;
+  std::vector<std::pair<size_t, size_t>> waiting_;  // done, not yet begun: (offset, count)
+};
+
 }  // namespace
 
 TrainingStep::TrainingStep(GPT& model, const Config& config, Communicator& communicator)
@@ -85,21 +123,9 @@ double TrainingStep::forward_backward(uint32_t step, bool measure_loss) {
   // Several ranks: the last micro-batch's backward pass starts each block's sum over the ranks as
   // it leaves the block, and the blocks below compute while it travels (DDP's buckets).
   const bool overlap = split_.world > 1 && config_.overlap_gradient_sums;
-  float* gradients = model_.gradients();
-  std::vector<std::pair<size_t, size_t>> waiting;  // done, not yet begun: (offset, count)
+  GradientBuckets buckets(communicator_, model_.gradients());
   const GPT::GradientsDone start_sum = [&](size_t offset, size_t count) {
-    auto bucket = std::find_if(waiting.begin(), waiting.end(), [&](const auto& stretch) {
-      return stretch.first == offset + count || stretch.first + stretch.second == offset;
-    });
-    if (bucket == waiting.end()) {
-      bucket = waiting.emplace(waiting.end(), offset, count);
-    } else {
-      bucket->first = std::min(bucket->first, offset);
-      bucket->second += count;
-    }
-    if (bucket->second < kBucketFloats) return;
-    communicator_.start_sum_device(gradients + bucket->first, bucket->second);
-    waiting.erase(bucket);
+    buckets.finished(offset, count);
   };
   double loss = 0.0;
   for (int micro = 0; micro < split_.grad_accum; ++micro) {
@@ -116,13 +142,10 @@ double TrainingStep::forward_backward(uint32_t step, bool measure_loss) {
                     overlap && last ? start_sum : nullptr);
     if (measure_loss) loss += model_.mean_loss();
   }
-  if (overlap) {
-    for (const auto& [offset, count] : waiting)
-      communicator_.start_sum_device(gradients + offset, count);
-    communicator_.finish_sums();
-  } else {
+  if (overlap)
+    buckets.finish();
+  else
     sum_gradients_over_ranks();
-  }
   return loss;
 }
 
@@ -155,7 +178,16 @@ double TrainingStep::forward_backward_in_shares(uint32_t step, bool measure_loss
   };
   model_.backend().run_batch_split(ways, pass, model_.gradients(), parts,
                                    model_.parameter_count());
-  sum_gradients_over_ranks();
+  if (split_.world > 1 && config_.overlap_gradient_sums) {
+    // The sums an unsplit rank begins during its backward pass, in its order (GradientBuckets):
+    // a rank of another thread count may not split.
+    GradientBuckets buckets(communicator_, model_.gradients());
+    for (const auto& [offset, count] : model_.gradients_in_backward_order())
+      buckets.finished(offset, count);
+    buckets.finish();
+  } else {
+    sum_gradients_over_ranks();
+  }
   // The micro-batches' mean losses: each share's mean weighs its share of the windows.
   double loss = 0.0;
   for (const Share& share : shares_) loss += share.loss * share.windows;

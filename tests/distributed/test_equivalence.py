@@ -9,6 +9,10 @@ at every step and the same eval losses:
   - the same with --overlap_gradient_sums=false (one sum of the whole gradient after the backward
     pass instead of each block's while it goes on): with two ranks each sum is a + b whichever
     buffer it is in, so these two must agree to the bit, at every step.
+  - mpirun with a program per rank, rank 0 on one thread and rank 1 on two, which splits its
+    batch across them (`threads` may differ between ranks): it must begin the same gradient sums
+    as the rank that does not split (before, its one sum of everything met the other's sums of
+    blocks, and MPI failed on their lengths).
 Within fp32 reduction tolerance: the gradient sums are added in a different order, and 50 Adam
 steps carry that rounding forward (1e-4 relative is far above what was seen, far below any real
 difference: a wrong window or dropout mask changes the loss in the second decimal).
@@ -43,10 +47,17 @@ def main(folio, data, work):
             "--nproc 2 (Gloo), batch B": [folio] + common + [f"--batch_size={B}", "--nproc", "2"],
             "--nproc 2, sums after the pass": [folio] + common + [
                 f"--batch_size={B}", "--nproc", "2", "--overlap_gradient_sums=false"],
+            "mpirun, rank 1 on 2 threads (split)": (
+                ["mpirun", "-np", "1", folio] + common + [f"--batch_size={B}"] +
+                [":", "-np", "1", folio] + [a for a in common if a != "--threads=1"] +
+                [f"--batch_size={B}", "--threads=2"]),
         }
         results = {}
         for name, command in runs.items():
             out_dir = os.path.join(work, sampling, name.replace(" ", "_").replace(",", ""))
+            if ":" in command:  # a program per rank: each takes the out_dir
+                at = command.index(":")
+                command = command[:at] + ["--out_dir", out_dir] + command[at:]
             run(command + ["--out_dir", out_dir])
             results[name] = read_metrics(out_dir)
         reference_train, reference_evals = results["one process, batch 2B"]

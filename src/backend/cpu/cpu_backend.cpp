@@ -38,7 +38,6 @@ CpuBackend::CpuBackend(int threads, bool bf16)
   omp_set_num_threads(threads_);
   cpu::set_gemm_threads(threads_);
   scratch_.resize(static_cast<size_t>(threads_));
-  sum_partials_.resize(static_cast<size_t>(threads_));
 }
 
 std::string CpuBackend::description() const {

@@ -216,7 +216,7 @@ class CpuBackend final : public Backend {
   cpu::DropoutMasks dropout_masks_;  // the forward pass's, for the backward pass
   std::vector<std::vector<float>> scratch_;
   std::vector<float> partials_;
-  std::vector<double> sum_partials_;  // one per thread, for sum() and sum_of_squares()
+  std::vector<double> sum_partials_;  // one per chunk, for sum() and sum_of_squares()
 };
 
 }  // namespace FOLIO_CPU_VARIANT

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/ordered_sum.h"
 #include "backend/cpu/vector_math.h"
 
 namespace folio {
@@ -58,37 +59,14 @@ void CpuBackend::adamw_update(float* params, const float* grads, float* m, float
   }
 }
 
-// Sums in double, each thread over its own contiguous part, the parts added in thread order: the
-// result does not depend on timing (an OpenMP reduction clause combines in whatever order threads
-// finish), so clipping, and everything after it, is bit-reproducible run to run, as resume needs.
-// Within a part the sum is a vector reduction (a fixed order for a given binary): a plain
-// `mine += ...` loop is a chain of dependent scalar additions, 4x slower than memory.
-template <typename Term>
-static double ordered_sum(const float* x, size_t n, std::vector<double>& partial, Term term) {
-  std::fill(partial.begin(), partial.end(), 0.0);
-#pragma omp parallel num_threads(static_cast<int>(partial.size()))
-  {
-    const size_t part = static_cast<size_t>(omp_get_thread_num());
-    const size_t parts = static_cast<size_t>(omp_get_num_threads());
-    const float* begin = x + n * part / parts;
-    const float* end = x + n * (part + 1) / parts;
-    double mine = 0.0;
-#pragma omp simd reduction(+ : mine)
-    for (const float* value = begin; value < end; ++value) mine += term(*value);
-    partial[part] = mine;
-  }
-  double total = 0.0;
-  for (double p : partial) total += p;
-  return total;
-}
-
 void CpuBackend::sum(float* result, const float* x, size_t n) {
-  *result = static_cast<float>(ordered_sum(x, n, sum_partials_, [](float v) { return double(v); }));
+  *result = static_cast<float>(
+      cpu::ordered_sum(x, n, sum_partials_, [](float v) { return double(v); }));
 }
 
 void CpuBackend::sum_of_squares(float* result, const float* x, size_t n) {
   *result = static_cast<float>(
-      ordered_sum(x, n, sum_partials_, [](float v) { return double(v) * double(v); }));
+      cpu::ordered_sum(x, n, sum_partials_, [](float v) { return double(v) * double(v); }));
 }
 
 void CpuBackend::scale(float* x, size_t n, float factor) {
