@@ -5,6 +5,7 @@
 // them. The loading side reads the file once: its data checksum is checked on the pass that
 // writes the values into the model, and damage found there must stop the load.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -167,6 +168,20 @@ TEST(RunDirectoryMetrics, ResumeKeepsTheRecordsBeforeItsStepAndDropsTheRest) {
   std::ifstream kept(run.metrics_path());
   const std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "{\"type\": \"eval\", \"step\": 0}\n{\"type\": \"train\", \"step\": 5}\n");
+}
+
+// Another writer's temporary file, under the name this process would once have taken (two
+// containers' processes, each pid 1, or two hosts writing one shared folder): a write must not
+// take it over (it was opened with O_TRUNC, written and renamed away under the other writer).
+TEST(AtomicWrites, NeverWriteIntoAnotherWritersTemporaryFile) {
+  TempDir dir;
+  const std::string others = dir.write(".target.tmp." + std::to_string(::getpid()), "theirs");
+  write_file_atomically(dir.file("target"), "mine");
+  EXPECT_EQ(read_all(dir.file("target")), "mine");
+  ASSERT_TRUE(std::filesystem::exists(others));
+  EXPECT_EQ(read_all(others), "theirs");
+  const auto entries = std::filesystem::directory_iterator(dir.file(""));
+  EXPECT_EQ(std::distance(begin(entries), end(entries)), 2) << "a temporary file stayed behind";
 }
 
 // A folder with an earlier run: a new run refuses it, a resumed one keeps its files, and

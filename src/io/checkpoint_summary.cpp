@@ -90,8 +90,8 @@ std::vector<ParameterGroup> parameter_groups(const ModelShape& shape) {
   std::vector<ParameterGroup> groups;
   for (const char* name : kGroupNames) groups.push_back({name, 0});
   const ParameterLayout layout(shape);
-  for (const ParameterTensor& tensor : layout.tensors())
-    groups[group_of(tensor.name)].count += tensor.size;
+  for (const ParameterTensor& tensor : layout.tensors())  // the vocabulary padding is no parameter
+    groups[group_of(tensor.name)].count += tensor.saved_size();
   return groups;
 }
 

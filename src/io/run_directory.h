@@ -5,7 +5,7 @@
 //   metrics.jsonl      one JSON record per evaluation and logged step (io/metrics_log.h)
 //   metrics.csv        the same records as a table
 //
-// Every file is replaced atomically through a hidden `.NAME.tmp.PID` beside it
+// Every file is replaced atomically through a hidden `.NAME.tmp.PID.RANDOM` beside it
 // (write_file_atomically), which a run killed in the middle of a save leaves behind.
 #pragma once
 

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <random>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -510,13 +513,23 @@ void write_file_atomically(const std::string& path,
   const std::filesystem::path target(path);
   const std::filesystem::path folder =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  // Hidden, and unique per process, so that concurrent runs never write into one another's file.
-  std::string temporary_name = ".";
-  temporary_name += target.filename().string();
-  temporary_name += ".tmp." + std::to_string(::getpid());
-  const std::string temporary = (folder / temporary_name).string();
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(write_failure(path, errno));
+  // Hidden, and made only if no file of that name exists (O_EXCL), so that concurrent writers
+  // never write into one another's file: the process id alone was not enough, since two
+  // containers' processes (each often pid 1) or two hosts writing one shared folder can have the
+  // same; a random suffix after it, drawn again where the name is taken.
+  std::random_device random;
+  std::string temporary;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    char suffix[9];
+    std::snprintf(suffix, sizeof suffix, "%08x", static_cast<unsigned>(random()));
+    temporary = (folder / ("." + target.filename().string() + ".tmp." +
+                           std::to_string(::getpid()) + "." + suffix))
+                    .string();
+    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) throw Error(write_failure(path, errno));
+  }
+  if (fd < 0) throw Error(write_failure(path, EEXIST));
   int failure = 0;
   try {
     AtomicFileWriter out(fd);

@@ -48,6 +48,17 @@ def main(folio, data):
     if not info.get("vocabulary", "").startswith("\n !"):
         failures.append(f"--json vocabulary {info.get('vocabulary', '')[:10]!r}")
 
+    # The vocabulary padding (rows 65 to 127 of the token embedding and lm_head, never saved) is
+    # no parameter: the same count and groups as without it (it had added 2 x 63 x 32 + 63).
+    padded = os.path.join(train_tiny(folio, data, "tiny_padded", "--vocab_padding=128"),
+                          "ckpt.safetensors")
+    padded_info = json.loads(subprocess.run([folio, "info", padded, "--json"],
+                                            capture_output=True, text=True, check=True).stdout)
+    if padded_info.get("parameters") != 29505 or \
+            padded_info.get("parameter_groups") != TINY_GROUPS:
+        failures.append(f"with vocab_padding 128: parameters {padded_info.get('parameters')}, "
+                        f"groups {padded_info.get('parameter_groups')}")
+
     text = subprocess.run([folio, "info", checkpoint], capture_output=True, text=True,
                           check=True).stdout
     for line in [f"file         {checkpoint}",
