@@ -38,8 +38,9 @@ constexpr const char* kExportHelp =
     "DIR/tokenizer.json when the\nmodel has a BPE tokenizer, so that "
     "transformers.GPT2LMHeadModel.from_pretrained(DIR) and AutoTokenizer load it.\nBiases folio's "
     "model lacks are written as zeros (the same model); what GPT-2 cannot hold (heads narrower "
-    "than\nn_embd, a non-zero lm_head bias) is refused. An existing DIR/model.safetensors is "
-    "replaced only with --force.\n";
+    "than\nn_embd, a non-zero lm_head bias) is refused. An existing DIR/model.safetensors, config.json "
+    "or\ntokenizer.json is replaced only with --force (a char model's export removes a "
+    "tokenizer.json there).\n";
 
 std::string count_text(size_t n) {
   return n >= 1000000 ? std::to_string((n + 500000) / 1000000) + "M" : std::to_string(n);
@@ -120,8 +121,10 @@ int export_command(Arguments& arguments) {
       load_checkpoint(*checkpoint_path, base, data ? &data->vocabulary : nullptr);
   check_keys_for_checkpoint(given, base, checkpoint, "export", {"train_fraction"});
   const std::vector<float> parameters = checkpoint.parameters->read_all();  // the export needs them
-  const std::string weights = (std::filesystem::path(*dir) / "model.safetensors").string();
-  check_new_output_file(weights, force, "--hf DIR");
+  // The files an export writes (or, tokenizer.json for a char model, removes): an earlier
+  // model's config.json or tokenizer.json is no less someone's work than its weights.
+  for (const char* name : {"model.safetensors", "config.json", "tokenizer.json"})
+    check_new_output_file((std::filesystem::path(*dir) / name).string(), force, "--hf DIR");
   try {
     write_hf_gpt2(*dir, checkpoint.config, checkpoint.shape, parameters, checkpoint.tokenizer);
   } catch (const Error& error) {

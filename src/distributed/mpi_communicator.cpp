@@ -38,8 +38,13 @@ MpiWorld initialise_mpi() {
   return world;
 }
 
-// Waits for a non-blocking collective, giving up after the timeout.
-void wait_for(MPI_Request& request, double timeout_seconds, const char* what) {
+// Waits for a non-blocking collective that its MPI_I* call (returning `started`) began, giving up
+// after the timeout. A call that failed (MPI_ERRORS_RETURN) began nothing: its request was never
+// set, and testing it would read garbage.
+void wait_for(int started, MPI_Request& request, double timeout_seconds, const char* what) {
+  if (started != MPI_SUCCESS)
+    throw Error("rank " + std::to_string(mpi_rank()) + ": MPI could not begin " + what +
+                " (did a rank die?)");
   const WaitingForPeers waiting(what);
   const auto start = std::chrono::steady_clock::now();
   int done = 0;
@@ -70,8 +75,9 @@ void all_reduce(void* data, size_t n, MPI_Datatype type, MPI_Op op, double timeo
                 const char* what) {
   check_count(n);
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), type, op, MPI_COMM_WORLD, &request);
-  wait_for(request, timeout_seconds, what);
+  wait_for(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), type, op, MPI_COMM_WORLD,
+                          &request),
+           request, timeout_seconds, what);
 }
 
 }  // namespace
@@ -118,8 +124,8 @@ void MpiCommunicator::broadcast_host(void* data, size_t bytes) {
   if (world_size() == 1 || bytes == 0) return;
   check_count(bytes);
   MPI_Request request;
-  MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD, &request);
-  wait_for(request, timeout_seconds_, "a broadcast from rank 0");
+  wait_for(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD, &request),
+           request, timeout_seconds_, "a broadcast from rank 0");
 }
 
 void MpiCommunicator::all_gather_host(const void* mine, void* all, size_t bytes) {
@@ -129,16 +135,15 @@ void MpiCommunicator::all_gather_host(const void* mine, void* all, size_t bytes)
     return;
   }
   MPI_Request request;
-  MPI_Iallgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE,
-                 MPI_COMM_WORLD, &request);
-  wait_for(request, timeout_seconds_, "an all-gather");
+  wait_for(MPI_Iallgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes),
+                          MPI_BYTE, MPI_COMM_WORLD, &request),
+           request, timeout_seconds_, "an all-gather");
 }
 
 void MpiCommunicator::barrier() {
   if (world_size() == 1) return;
   MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  wait_for(request, timeout_seconds_, "a barrier");
+  wait_for(MPI_Ibarrier(MPI_COMM_WORLD, &request), request, timeout_seconds_, "a barrier");
 }
 
 }  // namespace folio

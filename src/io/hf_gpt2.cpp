@@ -205,7 +205,10 @@ Config config_from_hf_json(const nlohmann::json& hf, const std::string& origin, 
 
 nlohmann::ordered_json hf_config_json(const Config& config, const ModelShape& shape,
                                       int eos_token_id) {
-  const int eos = eos_token_id >= 0 ? eos_token_id : 50256;
+  // A model without an end-of-text token (a character vocabulary) has none to name: 50256 there
+  // was a row its embedding does not have, for generate() to stop at.
+  const nlohmann::ordered_json eos =
+      eos_token_id >= 0 ? nlohmann::ordered_json(eos_token_id) : nlohmann::ordered_json(nullptr);
   nlohmann::ordered_json hf = {{"architectures", {"GPT2LMHeadModel"}},
                                {"model_type", "gpt2"},
                                {"vocab_size", shape.vocab_size},
@@ -461,6 +464,8 @@ void write_hf_gpt2(const std::string& dir, const Config& config, const ModelShap
                         hf_config_json(config, shape, eos).dump(2) + "\n");
   if (tokenizer.bpe() != nullptr)
     write_file_atomically((folder / "tokenizer.json").string(), tokenizer.tokenizer_json());
+  else  // an earlier export's (or none): AutoTokenizer would load it for this model
+    fs::remove(folder / "tokenizer.json");
 }
 
 }  // namespace folio

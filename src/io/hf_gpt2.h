@@ -62,7 +62,8 @@ Config hf_gpt2_base_config();
 // config.json -> the model keys of `base` (the rest of `base`, the recipe, is kept). Keys absent
 // from config.json take GPT2Config's defaults, as transformers does. `origin` names the file.
 Config config_from_hf_json(const nlohmann::json& hf, const std::string& origin, Config base);
-// The config.json of GPT2Config for `shape`; `eos_token_id` < 0 leaves GPT-2's 50256.
+// The config.json of GPT2Config for `shape`; `eos_token_id` < 0 (no end-of-text token, as in a
+// character vocabulary) writes null for it and for bos_token_id.
 nlohmann::ordered_json hf_config_json(const Config& config, const ModelShape& shape,
                                       int eos_token_id);
 

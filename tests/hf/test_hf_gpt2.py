@@ -243,6 +243,21 @@ def main():
               "the biases folio's model lacks are exported as zeros; the head as tied or not")
         ids = [int(x) for x in rng.integers(0, config["vocab_size"], 17)]
         compare(f"folio-trained {name}, exported", config, tensors, trained, ids, [0, 1])
+        check(config["eos_token_id"] is None and config["bos_token_id"] is None,
+              f"a char model's config.json names no end-of-text token (it had 50256, a row its "
+              f"embedding of {config['vocab_size']} lacks): {config['eos_token_id']}")
+        # An earlier export's tokenizer.json in the folder: refused without --force (as its
+        # model.safetensors is), removed with it (AutoTokenizer would load it for this model).
+        stale = os.path.join(WORK, "stale_" + name)
+        os.makedirs(stale, exist_ok=True)
+        with open(os.path.join(stale, "tokenizer.json"), "w") as f:
+            f.write("{}")
+        refused(["export", "--ckpt", trained, "--hf", stale], ["tokenizer.json exists"],
+                "export over an earlier export's tokenizer.json")
+        result = run("export", "--ckpt", trained, "--hf", stale, "--force")
+        check(result.returncode == 0 and
+              not os.path.exists(os.path.join(stale, "tokenizer.json")),
+              f"export --force of a char model removes a stale tokenizer.json {result.stderr}")
 
     # 4. Refusals, each one line naming the cause.
     folder, _, _ = fixture("replaced")
