@@ -30,6 +30,18 @@ class GradientBuckets {
  public:
   GradientBuckets(Communicator& communicator, float* gradients)
       : communicator_(communicator), gradients_(gradients) {}
+  // An error after a sum began and before finish() (the backward pass threw): a sum under way
+  // (Gloo's thread) reads and writes the gradients, which the unwinding may free next; wait for
+  // it here. Its own error, if any, is not the one to report.
+  ~GradientBuckets() {
+    if (!begun_) return;
+    try {
+      communicator_.finish_sums();
+    } catch (...) {
+    }
+  }
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
   void finished(size_t offset, size_t count) {
     auto bucket = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& stretch) {
       return stretch.first == offset + count || stretch.first + stretch.second == offset;
@@ -41,21 +53,27 @@ class GradientBuckets {
       bucket->second += count;
     }
     if (bucket->second < kBucketFloats) return;
-    communicator_.start_sum_device(gradients_ + bucket->first, bucket->second);
+    begin(bucket->first, bucket->second);
     waiting_.erase(bucket);
   }
   // Begins what is left, then waits for every sum.
   void finish() {
-    for (const auto& [offset, count] : waiting_)
-      communicator_.start_sum_device(gradients_ + offset, count);
+    for (const auto& [offset, count] : waiting_) begin(offset, count);
     waiting_.clear();
     communicator_.finish_sums();
+    begun_ = false;  // all done: nothing for the destructor to wait for
   }
 
  private:
+  void begin(size_t offset, size_t count) {
+    begun_ = true;
+    communicator_.start_sum_device(gradients_ + offset, count);
+  }
+
   Communicator& communicator_;
   float* gradients_;
   std::vector<std::pair<size_t, size_t>> waiting_;  // done, not yet begun: (offset, count)
+  bool begun_ = false;  // a sum began that finish() has not waited for
 };
 
 }  // namespace
