@@ -14,8 +14,12 @@ std::atomic<int> ranks_in_job{0};
 static_assert(std::atomic<const char*>::is_always_lock_free, "read from a signal handler");
 }  // namespace
 
-WaitingForPeers::WaitingForPeers(const char* what) { waiting_in.store(what); }
-WaitingForPeers::~WaitingForPeers() { waiting_in.store(nullptr); }
+WaitingForPeers::WaitingForPeers(const char* what)
+    : what_(what), outer_(waiting_in.exchange(what)) {}
+WaitingForPeers::~WaitingForPeers() {
+  const char* mine = what_;
+  waiting_in.compare_exchange_strong(mine, outer_);  // only if the mark is still this one
+}
 const char* collective_being_waited_for() { return waiting_in.load(); }
 void note_rank_for_messages(int rank) { this_rank.store(rank); }
 int rank_for_messages() { return this_rank.load(); }

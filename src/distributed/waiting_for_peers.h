@@ -6,12 +6,20 @@
 
 namespace folio {
 
+// Marks the collective from construction to destruction. They nest: Gloo's rendezvous waits in
+// the store's own waits, and when an inner one ends the outer one is the collective again (it
+// had been none, so a SIGPIPE while the connections were made killed the rank without a word).
+// Where another thread's mark came after this one, that one stays.
 class WaitingForPeers {
  public:
   explicit WaitingForPeers(const char* what);  // `what` must be a string literal
   ~WaitingForPeers();
   WaitingForPeers(const WaitingForPeers&) = delete;
   WaitingForPeers& operator=(const WaitingForPeers&) = delete;
+
+ private:
+  const char* what_;
+  const char* outer_;  // the mark before this one
 };
 
 // The collective being waited for, or nullptr. Safe to call from a signal handler.

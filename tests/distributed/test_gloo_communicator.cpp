@@ -129,6 +129,22 @@ TEST(PeerGoneOnSigpipe, AWriteToAClosedPeerInACollectiveEndsTheRankWithAMessage)
   EXPECT_EQ(outside.stderr_text, "");
 }
 
+// Gloo's rendezvous waits in the store's own waits: when the inner mark ends, the outer one is the
+// collective again (it had become none, so that a SIGPIPE while the connections were made ended
+// the rank by the default action, without a message).
+TEST(PeerGoneOnSigpipe, NestedMarksGiveTheOuterOneBack) {
+  ASSERT_EQ(collective_being_waited_for(), nullptr);
+  {
+    const WaitingForPeers outer("the rendezvous");
+    {
+      const WaitingForPeers inner("a store wait");
+      EXPECT_STREQ(collective_being_waited_for(), "a store wait");
+    }
+    EXPECT_STREQ(collective_being_waited_for(), "the rendezvous");
+  }
+  EXPECT_EQ(collective_being_waited_for(), nullptr);
+}
+
 TEST(GlooCommunicator, EveryCollectiveOnThreeRanks) {
   constexpr int kRanks = 3;
   const int port = free_port();
