@@ -5,6 +5,8 @@
 // them. The loading side reads the file once: its data checksum is checked on the pass that
 // writes the values into the model, and damage found there must stop the load.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -182,6 +184,27 @@ TEST(AtomicWrites, NeverWriteIntoAnotherWritersTemporaryFile) {
   EXPECT_EQ(read_all(others), "theirs");
   const auto entries = std::filesystem::directory_iterator(dir.file(""));
   EXPECT_EQ(std::distance(begin(entries), end(entries)), 2) << "a temporary file stayed behind";
+}
+
+// Ctrl-C in the middle of a write, in a command whose signals end it (`folio export` of a large
+// model): the process ends by the signal as before, and its temporary file is gone (it had stayed
+// in the folder, hidden, for good).
+TEST(AtomicWrites, ASignalMidWriteLeavesNoTemporaryFile) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    write_file_atomically(dir.file("export"), [](AtomicFileWriter& out) {
+      out.write("half of it", 10);
+      ::raise(SIGINT);
+      out.write("the rest", 8);
+    });
+    ::_exit(0);  // the signal did not end it
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "status " << status;
+  const auto entries = std::filesystem::directory_iterator(dir.file(""));
+  EXPECT_EQ(std::distance(begin(entries), end(entries)), 0) << "the temporary file stayed";
 }
 
 // A folder with an earlier run: a new run refuses it, a resumed one keeps its files, and

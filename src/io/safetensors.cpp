@@ -1,10 +1,13 @@
 #include "io/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -472,6 +475,59 @@ struct WriteFailure {
   int error_number;
 };
 
+// The temporary file a write has open, while it is open. A Ctrl-C (or SIGTERM) of a command
+// whose signals take their default action (`folio export` of gpt2-xl writes 6 GB) left it in the
+// folder, hidden, for good: the handler removes it, then lets the signal end the process as it
+// would have. `folio train` takes its signals on a thread of its own (train/stop_signal.h), which
+// this leaves alone, and removes its own files' temporaries when it starts again.
+char temporary_being_written[4096];
+std::atomic<bool> temporary_recorded{false};
+
+void remove_temporary_and_end(int signal_number) {
+  if (temporary_recorded.load()) ::unlink(temporary_being_written);
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+// From construction to destruction, SIGINT and SIGTERM remove `temporary` before ending the
+// process, each where it would have ended it anyway (its action is the default: not where it is
+// ignored, as in a shell's background job, nor where folio handles it).
+class TemporaryRemovedOnSignal {
+ public:
+  explicit TemporaryRemovedOnSignal(const std::string& temporary) {
+    if (temporary.size() >= sizeof temporary_being_written || temporary_recorded.load()) return;
+    std::memcpy(temporary_being_written, temporary.c_str(), temporary.size() + 1);
+    temporary_recorded.store(true);
+    recorded_ = true;
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      struct sigaction current {};
+      if (::sigaction(kSignals[i], nullptr, &current) != 0 || current.sa_handler != SIG_DFL)
+        continue;
+      struct sigaction action {};
+      action.sa_handler = remove_temporary_and_end;
+      sigemptyset(&action.sa_mask);
+      installed_[i] = ::sigaction(kSignals[i], &action, nullptr) == 0;
+    }
+  }
+  ~TemporaryRemovedOnSignal() {
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      if (!installed_[i]) continue;
+      struct sigaction action {};
+      action.sa_handler = SIG_DFL;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(kSignals[i], &action, nullptr);
+    }
+    if (recorded_) temporary_recorded.store(false);
+  }
+  TemporaryRemovedOnSignal(const TemporaryRemovedOnSignal&) = delete;
+  TemporaryRemovedOnSignal& operator=(const TemporaryRemovedOnSignal&) = delete;
+
+ private:
+  static constexpr std::array<int, 2> kSignals = {SIGINT, SIGTERM};
+  std::array<bool, 2> installed_ = {false, false};
+  bool recorded_ = false;
+};
+
 // The 8-byte little-endian length that starts a safetensors file.
 std::string length_prefix(uint64_t size) {
   std::string bytes;
@@ -530,6 +586,7 @@ void write_file_atomically(const std::string& path,
     if (fd < 0 && errno != EEXIST) throw Error(write_failure(path, errno));
   }
   if (fd < 0) throw Error(write_failure(path, EEXIST));
+  const TemporaryRemovedOnSignal removed_on_signal(temporary);
   int failure = 0;
   try {
     AtomicFileWriter out(fd);
