@@ -1,4 +1,5 @@
 // folio info CKPT [--json] [--data FILE]: what a checkpoint holds, as text or one JSON object.
+#include <filesystem>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,14 @@ int info_command(Arguments& arguments) {
   if (!path) arguments.problem("folio info needs a checkpoint: folio info out/ckpt.safetensors");
   arguments.finish("info", info_options, /*positionals_allowed=*/true);
 
+  // The file is read twice (its values, then its sha256): a pipe would be empty the second time
+  // (it printed the sha256 of nothing).
+  std::error_code error;
+  if (std::filesystem::exists(*path, error) && !std::filesystem::is_regular_file(*path, error) &&
+      !std::filesystem::is_directory(*path, error))
+    throw Error("folio info reads " + *path +
+                " twice (its values, then the whole file's sha256), which a pipe or device "
+                "cannot give: save it to a file first");
   std::optional<TextDataset> data;
   if (!base.data.empty()) data = load_text_dataset(base.data, base.train_fraction);
   LoadedCheckpoint checkpoint = load_checkpoint(*path, base, data ? &data->vocabulary : nullptr);

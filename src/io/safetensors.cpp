@@ -210,14 +210,45 @@ SafetensorsFile SafetensorsFile::read(const std::string& path, DataCheck check) 
   if (::fstat(fd, &status) != 0)
     throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
   if (S_ISREG(status.st_mode)) return open(file, static_cast<size_t>(status.st_size), path, check);
-  // A pipe or a device has no size to read at: take its bytes as they come.
+  return parse(read_stream(fd, path), path, check);
+}
+
+// A pipe or a device has no size to read at: its bytes as they come, but no more than the file
+// it claims to be needs, so that `folio info /dev/zero` fails at once instead of reading until
+// memory runs out: the 8-byte length and the header's first byte, the header if those look like
+// one (open() refuses the rest), then the data up to the end of its last tensor and one byte
+// more, which open() refuses as bytes past the tensors.
+std::string SafetensorsFile::read_stream(int fd, const std::string& path) {
   std::string bytes;
-  std::vector<char> chunk(1 << 16);
-  ssize_t got;
-  while ((got = ::read(fd, chunk.data(), chunk.size())) > 0 || (got < 0 && errno == EINTR))
-    if (got > 0) bytes.append(chunk.data(), static_cast<size_t>(got));
-  if (got < 0) throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
-  return parse(std::move(bytes), path, check);
+  const auto read_up_to = [&](size_t total) {
+    std::vector<char> chunk(1 << 16);
+    while (bytes.size() < total) {
+      const ssize_t got = ::read(fd, chunk.data(), std::min(chunk.size(), total - bytes.size()));
+      if (got == 0) return;
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw Error("cannot read checkpoint " + path + ": an I/O error occurred");
+      bytes.append(chunk.data(), static_cast<size_t>(got));
+    }
+  };
+  read_up_to(9);
+  if (bytes.size() < 9 || bytes[8] != '{') return bytes;
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(bytes[i]);
+  if (header_size > kMaxHeaderBytes) return bytes;
+  read_up_to(8 + static_cast<size_t>(header_size));
+  const nlohmann::json header =
+      nlohmann::json::parse(bytes.substr(8), nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) return bytes;
+  uint64_t data_end = 0;  // the furthest end of a tensor's data; open() checks each
+  for (const auto& [name, entry] : header.items()) {
+    if (!entry.is_object() || !entry.contains("data_offsets")) continue;
+    const auto& offsets = entry["data_offsets"];
+    if (offsets.is_array() && offsets.size() == 2 && offsets[1].is_number_unsigned())
+      data_end = std::max(data_end, offsets[1].get<uint64_t>());
+  }
+  const uint64_t most = std::numeric_limits<size_t>::max() - bytes.size() - 1;
+  read_up_to(bytes.size() + static_cast<size_t>(std::min(data_end, most)) + 1);
+  return bytes;
 }
 
 SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& path,

@@ -96,6 +96,8 @@ class SafetensorsFile {
  private:
   static SafetensorsFile open(std::shared_ptr<const SafetensorsBytes> bytes, size_t file_size,
                               const std::string& path, DataCheck check);
+  // The bytes of a pipe or device, no more than the file they claim to be needs (read()).
+  static std::string read_stream(int fd, const std::string& path);
   // Verifies the header checksum that folio's writer stores, and with kOnOpen the data's.
   void check_checksums(std::string_view header_text, DataCheck check) const;
   // `size` bytes of the file from `offset`; a short read is an error naming the file.

@@ -2,7 +2,7 @@
 the data (one making a NaN weight: the data checksum, checked on the pass that loads the values,
 names the damage), an oversized header, wrong dtypes, missing, extra and overlapping tensors, NaN
 weights (with valid checksums, as a diverged run would write them), a config describing a huge
-model, and a folder. Each must give one `folio: error:` line naming the problem, a non-zero exit,
+model, a folder, and /dev/zero (a device that never ends). Each must give one `folio: error:` line naming the problem, a non-zero exit,
 nothing on stdout, no crash and no sanitizer report (scripts/sanitize.sh runs this against the
 sanitized binary).
 (test_bad_input.py covers a missing, truncated and wrong-shaped checkpoint.)
@@ -147,6 +147,19 @@ def main(folio, data):
                             capture_output=True, text=True)
     runs += 1
     report("a folder as checkpoint", result, refusal_problems(result, "is a folder"), failures)
+    # A device that never ends: refused after its first 9 bytes (it was read until memory ran
+    # out); `folio info` reads a file twice, so it refuses devices and pipes outright.
+    for command, expected in (([folio, "eval", "--ckpt", "/dev/zero", "--data", data],
+                               "does not start with a length and a JSON header"),
+                              ([folio, "info", "/dev/zero"], "which a pipe or device cannot give")):
+        runs += 1
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+            report(f"/dev/zero ({command[1]})", result, refusal_problems(result, expected),
+                   failures)
+        except subprocess.TimeoutExpired:
+            failures.append(f"/dev/zero ({command[1]}): still reading after 30 s")
+            print(f"FAIL /dev/zero ({command[1]}): still reading after 30 s")
     print(f"{runs - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
