@@ -38,17 +38,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The val loss a checkpoint records, or infinity where there is no readable one recording it.
-// Only its header is read (load_checkpoint leaves the values in the file).
-double recorded_val_loss(const std::string& path, const Config& config) {
-  if (!std::filesystem::exists(path)) return std::numeric_limits<double>::infinity();
+// What a checkpoint records of its model: the val loss (infinity where there is no readable
+// checkpoint recording one) and the step (-1: none). Only its header is read (load_checkpoint
+// leaves the values in the file).
+struct RecordedCheckpoint {
+  double val_loss = std::numeric_limits<double>::infinity();
+  int64_t step = -1;
+};
+RecordedCheckpoint recorded_checkpoint(const std::string& path, const Config& config) {
+  RecordedCheckpoint recorded;
+  if (!std::filesystem::exists(path)) return recorded;
   try {
     const LoadedCheckpoint checkpoint = load_checkpoint(path, config, nullptr);
-    if (checkpoint.val_loss >= 0) return checkpoint.val_loss;
+    if (checkpoint.val_loss >= 0) recorded.val_loss = checkpoint.val_loss;
+    recorded.step = checkpoint.step;
   } catch (const Error&) {
     // damaged or not folio's: no model to keep; the run's next improvement replaces it
   }
-  return std::numeric_limits<double>::infinity();
+  return recorded;
 }
 
 double seconds_since(Clock::time_point start) {
@@ -206,9 +213,13 @@ void Trainer::start_from_parameters() {
     // and before the next state save. Its val loss is the one to beat, or the evaluations
     // between the state's step and the checkpoint's would replace it with worse models (and a
     // resumed run stopping before that step would lose it). Only rank 0 writes checkpoints.
-    if (is_root())
-      best_val_loss_ = std::min(best_val_loss_, recorded_val_loss(run_directory_.checkpoint_path(),
-                                                                  config_));
+    // And a second Ctrl-C says which model the folder holds, from an earlier session or not.
+    if (is_root()) {
+      const RecordedCheckpoint recorded =
+          recorded_checkpoint(run_directory_.checkpoint_path(), config_);
+      best_val_loss_ = std::min(best_val_loss_, recorded.val_loss);
+      if (recorded.step >= 0) note_checkpoint_saved(recorded.step);
+    }
     earlier_seconds_ = state.elapsed_seconds;
     return;  // every rank read the same file: nothing to broadcast
   }

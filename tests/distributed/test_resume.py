@@ -1,6 +1,7 @@
 """A run killed with SIGKILL at any moment, and resumed, ends with weights bit-identical to an
 uninterrupted run; so does one stopped cleanly with SIGTERM, or with Ctrl-C under `--nproc 2`
-(the terminal signals the whole process group); and a second signal stops at once.
+(the terminal signals the whole process group); and a second signal stops at once, naming the
+files the folder holds (a resumed run's too).
 
 The run saves its training state every step (checkpoint_interval=1) so that a good share of the
 random kill points fall inside a save; a kill that leaves a temporary file behind proves it hit a
@@ -147,6 +148,7 @@ def stop_with_signals(folio, data, work):
                                       os.path.join(work, "signals", f"stopped{attempt}"), delay)
         problems += stop_with_two_sigints(folio, data,
                                           os.path.join(work, "signals", f"twice{attempt}"))
+    problems += two_sigints_after_a_resume(folio, data, os.path.join(work, "signals", "resumed"))
     print(f"signals: {'ok' if not problems else 'FAIL ' + '; '.join(problems)}")
     return problems
 
@@ -199,6 +201,34 @@ def stop_with_two_sigints(folio, data, out_dir):
         process.communicate()
         problems.append("a second SIGINT did not stop the run at once")
     return problems
+
+
+def two_sigints_after_a_resume(folio, data, out_dir):
+    """A resumed run stopped at once: its message names the checkpoint of the earlier session
+    (it said only the state, as if the folder held no model)."""
+    command = [folio, "train", "--config", "shakespeare_char", "--data", data, "--out_dir",
+               out_dir, "--batch_size=16", "--eval_iters=1", "--sample_tokens=0"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=environment())
+    for line in first.stdout:
+        if "val loss improved, saved" in line:
+            break
+    first.send_signal(signal.SIGTERM)  # finishes its step, saves the state
+    first.communicate(timeout=60)
+    resumed = subprocess.Popen([folio, "train", "--resume", out_dir], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment())
+    time.sleep(3)  # into its first steps
+    resumed.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    resumed.send_signal(signal.SIGINT)
+    try:
+        _, stderr = resumed.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        kill_tree(resumed.pid)
+        return ["two SIGINTs after a resume: still running"]
+    if "the best model, of step 0, is in" not in stderr:
+        return [f"two SIGINTs after a resume: no word of the checkpoint: {stderr[-400:]!r}"]
+    return []
 
 
 def ctrl_c_under_nproc(folio, data, work):
