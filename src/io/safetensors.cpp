@@ -195,6 +195,12 @@ size_t SafetensorsTensor::element_count() const {
   return count;
 }
 
+uint64_t safetensors_header_length(const char* first_eight_bytes) {
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<uint8_t>(first_eight_bytes[i]);
+  return length;
+}
+
 SafetensorsFile SafetensorsFile::read(const std::string& path, DataCheck check) {
   std::error_code error;
   if (!std::filesystem::exists(path, error))
@@ -217,7 +223,7 @@ SafetensorsFile SafetensorsFile::read(const std::string& path, DataCheck check) 
 // it claims to be needs, so that `folio info /dev/zero` fails at once instead of reading until
 // memory runs out: the 8-byte length and the header's first byte, the header if those look like
 // one (open() refuses the rest), then the data up to the end of its last tensor and one byte
-// more, which open() refuses as bytes past the tensors.
+// more, so that open() sees a file longer than its tensors and refuses it.
 std::string SafetensorsFile::read_stream(int fd, const std::string& path) {
   std::string bytes;
   const auto read_up_to = [&](size_t total) {
@@ -232,8 +238,7 @@ std::string SafetensorsFile::read_stream(int fd, const std::string& path) {
   };
   read_up_to(9);
   if (bytes.size() < 9 || bytes[8] != '{') return bytes;
-  uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(bytes[i]);
+  const uint64_t header_size = safetensors_header_length(bytes.data());
   if (header_size > kMaxHeaderBytes) return bytes;
   read_up_to(8 + static_cast<size_t>(header_size));
   const nlohmann::json header =
@@ -267,8 +272,7 @@ SafetensorsFile SafetensorsFile::open(std::shared_ptr<const SafetensorsBytes> by
   if (file_size < 8) corrupt(path, "it is shorter than the 8-byte header length (truncated?)");
   char length[8];
   result.read_bytes(0, 8, length);
-  uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<uint8_t>(length[i]);
+  const uint64_t header_size = safetensors_header_length(length);
   char first_header_byte = '\0';
   if (file_size > 8) result.read_bytes(8, 1, &first_header_byte);
   // A safetensors file is an 8-byte length, then a JSON object: anything else (a text, a

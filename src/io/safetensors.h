@@ -31,6 +31,9 @@ struct SafetensorsTensor {
   size_t element_count() const;
 };
 
+// The header length that a safetensors file's first 8 bytes hold (little-endian).
+uint64_t safetensors_header_length(const char* first_eight_bytes);
+
 // Where a SafetensorsFile's bytes come from: the file itself, read on demand (pread), or a
 // buffer in memory (parse). Defined in safetensors.cpp.
 class SafetensorsBytes;

@@ -322,11 +322,9 @@ namespace {
 // with its '{' or with white space, which read as a length is far beyond any file's size.
 bool is_safetensors_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  unsigned char start[9] = {};
-  if (!in.read(reinterpret_cast<char*>(start), sizeof(start)) || start[8] != '{') return false;
-  uint64_t header_length = 0;
-  for (int i = 7; i >= 0; --i) header_length = header_length << 8 | start[i];
-  return header_length <= fs::file_size(path) - 8;
+  char start[9] = {};
+  if (!in.read(start, sizeof(start)) || start[8] != '{') return false;
+  return safetensors_header_length(start) <= fs::file_size(path) - 8;
 }
 
 // The tokenizer a folio checkpoint or training state keeps: its tokenizer.json text, in the

@@ -140,7 +140,7 @@ double TrainingStep::forward_backward(uint32_t step, bool measure_loss) {
   const int B = config_.batch_size, T = config_.block_size;
   // Several ranks: the last micro-batch's backward pass starts each block's sum over the ranks as
   // it leaves the block, and the blocks below compute while it travels (DDP's buckets).
-  const bool overlap = split_.world > 1 && config_.overlap_gradient_sums;
+  const bool overlap = sums_in_buckets();
   GradientBuckets buckets(communicator_, model_.gradients());
   const GPT::GradientsDone start_sum = [&](size_t offset, size_t count) {
     buckets.finished(offset, count);
@@ -196,7 +196,7 @@ double TrainingStep::forward_backward_in_shares(uint32_t step, bool measure_loss
   };
   model_.backend().run_batch_split(ways, pass, model_.gradients(), parts,
                                    model_.parameter_count());
-  if (split_.world > 1 && config_.overlap_gradient_sums) {
+  if (sums_in_buckets()) {
     // The sums an unsplit rank begins during its backward pass, in its order (GradientBuckets):
     // a rank of another thread count may not split.
     GradientBuckets buckets(communicator_, model_.gradients());
@@ -210,6 +210,10 @@ double TrainingStep::forward_backward_in_shares(uint32_t step, bool measure_loss
   double loss = 0.0;
   for (const Share& share : shares_) loss += share.loss * share.windows;
   return loss / config_.batch_size;
+}
+
+bool TrainingStep::sums_in_buckets() const {
+  return split_.world > 1 && config_.overlap_gradient_sums;
 }
 
 void TrainingStep::sum_gradients_over_ranks() {

@@ -82,6 +82,9 @@ class TrainingStep {
   // The one call that sums gradients over the ranks (the communicator knows where the backend's
   // memory is: NCCL on the GPU, Gloo or MPI on the host, staged copies without NCCL).
   void sum_gradients_over_ranks();
+  // Whether the sums over the ranks go bucket by bucket (GradientBuckets, begun during the
+  // backward pass where it runs whole), or as one sum after it (sum_gradients_over_ranks).
+  bool sums_in_buckets() const;
   // compute_gradients' passes and sums over the ranks, with the whole micro-batches on the model,
   // or each split into shares_; both return the sum over micro-batches of their mean losses
   // (when measure_loss).
