@@ -1,5 +1,8 @@
 #include "distributed/make_communicator.h"
 
+#include <cstring>
+#include <vector>
+
 #include "backend/cuda_module.h"
 #include "core/error.h"
 #include "distributed/staged_communicator.h"
@@ -57,9 +60,32 @@ std::unique_ptr<Communicator> host_communicator(const LaunchEnvironment& env,
 
 }  // namespace
 
+void check_ranks_compute_on_one_kind_of_device(Communicator& communicator,
+                                               const std::string& backend_name) {
+  if (communicator.world_size() == 1) return;
+  char mine[16] = {};
+  std::strncpy(mine, backend_name.c_str(), sizeof(mine) - 1);
+  std::vector<char> all(sizeof(mine) * communicator.world_size());
+  communicator.all_gather_host(mine, all.data(), sizeof(mine));
+  const auto name_of = [&](int rank) {
+    return std::string(&all[rank * sizeof(mine)], strnlen(&all[rank * sizeof(mine)], sizeof(mine)));
+  };
+  for (int rank = 1; rank < communicator.world_size(); ++rank)
+    if (name_of(rank) != name_of(0))
+      throw Error("rank " + std::to_string(rank) + " computes on " + name_of(rank) +
+                  " and rank 0 on " + name_of(0) +
+                  ": every rank must compute on the same kind of device (with device = auto, "
+                  "some machines of this job have a GPU and some not); set device = cpu for "
+                  "every rank, or cuda on machines with a GPU each");
+}
+
 std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
                                                 double timeout_seconds, Backend& backend) {
   std::unique_ptr<Communicator> communicator = host_communicator(env, timeout_seconds);
+  // Before any collective whose course depends on the device (NCCL's check below is one that
+  // GPU ranks alone would call): ranks on unlike devices would also round unlike (dtype auto is
+  // bf16 on a GPU, fp32 on the CPU), and their weights would part.
+  check_ranks_compute_on_one_kind_of_device(*communicator, backend.name());
   // The CPU backend's device memory is host memory: the launcher's communicator takes it as is.
   if (backend.native_stream() == nullptr) return communicator;
   // Any launched job on GPUs (even of one rank: the NCCL path is then still the one taken), where

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "backend/backend.h"
 #include "distributed/communicator.h"
@@ -16,6 +17,11 @@ namespace folio {
 // what the launcher needs. `backend` must outlive the communicator.
 std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
                                                 double timeout_seconds, Backend& backend);
+
+// Throws folio::Error on every rank unless all ranks pass the same backend name ("cpu", "cuda").
+// One all-gather of the host communicator; nothing for one rank.
+void check_ranks_compute_on_one_kind_of_device(Communicator& communicator,
+                                               const std::string& backend_name);
 
 bool mpi_available();  // this build has MPI
 

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
+#include "distributed/make_communicator.h"
 #include "distributed/tcp_store.h"
 #include "distributed/waiting_for_peers.h"
 
@@ -190,6 +191,33 @@ TEST(GlooCommunicator, EveryCollectiveOnThreeRanks) {
     gloo.barrier();
   });
   for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(failures[rank], "") << "rank " << rank;
+}
+
+// Ranks on unlike devices (device = auto on machines of which only some have a GPU): before any
+// collective that only GPU ranks would call, every rank learns it and says which rank differs;
+// ranks that agree go on, and the communicator still works after the check.
+TEST(GlooCommunicator, RanksOnUnlikeDevicesAreToldBeforeAnythingElse) {
+  constexpr int kRanks = 3;
+  for (const int gpu_rank : {-1, 1, 0}) {
+    const int port = free_port();
+    const std::vector<std::string> failures = on_ranks(kRanks, [&](int rank) {
+      GlooCommunicator gloo(environment(rank, kRanks, port), 30);
+      check_ranks_compute_on_one_kind_of_device(gloo, rank == gpu_rank ? "cuda" : "cpu");
+      double one = 1.0;
+      gloo.all_reduce_sum_host(&one, 1);
+      EXPECT_EQ(one, kRanks);
+    });
+    for (int rank = 0; rank < kRanks; ++rank) {
+      if (gpu_rank < 0) {
+        EXPECT_EQ(failures[rank], "") << "rank " << rank;
+        continue;
+      }
+      const std::string expected = gpu_rank == 1 ? "rank 1 computes on cuda and rank 0 on cpu"
+                                                 : "rank 1 computes on cpu and rank 0 on cuda";
+      EXPECT_EQ(failures[rank].rfind(expected, 0), 0u) << "rank " << rank << ": " << failures[rank];
+      EXPECT_NE(failures[rank].find("set device = cpu for every rank"), std::string::npos);
+    }
+  }
 }
 
 // Sums begun while the rank goes on computing (start_sum_device, as the backward pass starts one
