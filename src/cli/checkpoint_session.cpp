@@ -25,10 +25,10 @@ std::string recorded_data_path(const LoadedCheckpoint& checkpoint) {
 
 }  // namespace
 
-CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std::string& data_path,
-                                  const Config& base_config, bool needs_data) {
+CheckpointSession open_checkpoint(const std::string& checkpoint_path, const Config& base_config,
+                                  DataUse data_use, std::optional<double> train_fraction) {
+  const bool evaluates = data_use == DataUse::kEvaluation;
   CheckpointSession session;
-  session.data_path = data_path;
   // The header only: the values go from the file straight into the model below, their checksum
   // checked on the same pass; if it fails, write_into throws and the model is never used.
   const SafetensorsFile file = SafetensorsFile::read(checkpoint_path, DataCheck::kInOnePass);
@@ -41,7 +41,8 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
     // A file from PyTorch carries no vocabulary: it comes from the text, fetched only for a
     // file that looks like a model.
     refuse_training_state(file);
-    if (session.data_path.empty() && needs_data) {
+    session.data_path = base_config.data;
+    if (session.data_path.empty() && evaluates) {
       if (file.find("token_embedding_table.weight") == nullptr)
         throw Error("checkpoint " + checkpoint_path +
                     " has no folio metadata and no tensor "
@@ -49,8 +50,8 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
       session.data_path = resolve_data_path("");
     }
     if (!session.data_path.empty())
-      session.data =
-          Dataset::from_text(load_text_dataset(session.data_path, base_config.train_fraction));
+      session.data = Dataset::from_text(load_text_dataset(
+          session.data_path, train_fraction.value_or(base_config.train_fraction)));
     session.checkpoint = load_checkpoint(
         file, base_config, session.data ? session.data->tokenizer().characters() : nullptr);
   }
@@ -58,20 +59,20 @@ CheckpointSession open_checkpoint(const std::string& checkpoint_path, const std:
       make_backend(base_config.device, base_config.threads, {base_config.dtype, base_config.tf32});
   session.model = std::make_unique<GPT>(*session.backend, session.checkpoint.shape);
   session.checkpoint.parameters->write_into(*session.model);
-  if (written_by_folio) {
-    if (session.data_path.empty() && needs_data)
-      session.data_path = recorded_data_path(session.checkpoint);
-    if (!session.data_path.empty())
-      session.data = load_dataset(session.data_path, session.checkpoint.config.train_fraction,
-                                  base_config.tokenizer, &session.checkpoint.tokenizer,
-                                  "checkpoint " + checkpoint_path);
+  if (written_by_folio && evaluates) {
+    session.data_path =
+        base_config.data.empty() ? recorded_data_path(session.checkpoint) : base_config.data;
+    session.data = load_dataset(session.data_path,
+                                train_fraction.value_or(session.checkpoint.config.train_fraction),
+                                base_config.tokenizer, &session.checkpoint.tokenizer,
+                                "checkpoint " + checkpoint_path);
   }
   return session;
 }
 
 void check_keys_for_checkpoint(const std::vector<std::string>& given, const Config& values,
                                const LoadedCheckpoint& checkpoint, const std::string& command,
-                               const std::vector<std::string>& recipe_keys_read) {
+                               const std::vector<std::string>& keys_read) {
   std::string problems;
   const auto add = [&](const std::string& problem) {
     if (!problems.empty()) problems += '\n';
@@ -79,7 +80,6 @@ void check_keys_for_checkpoint(const std::vector<std::string>& given, const Conf
   };
   for (const std::string& name : given) {
     const ConfigKey& key = *find_config_key(name);
-    if (key.scope == ConfigScope::kHost) continue;
     if (key.scope == ConfigScope::kModel) {
       if (!checkpoint.written_by_folio) continue;
       const std::string own = get_config_value(checkpoint.config, key);
@@ -90,7 +90,13 @@ void check_keys_for_checkpoint(const std::vector<std::string>& given, const Conf
             name);
       continue;
     }
-    if (std::find(recipe_keys_read.begin(), recipe_keys_read.end(), name) == recipe_keys_read.end())
+    if (std::find(keys_read.begin(), keys_read.end(), name) != keys_read.end()) continue;
+    if (name == "data" && !checkpoint.written_by_folio) continue;  // its vocabulary
+    if (name == "data")
+      add("--data does nothing in folio " + command + ": " + checkpoint.path +
+          " carries its own vocabulary (a text is needed only for files written by PyTorch); "
+          "drop it");
+    else
       add("--" + name + " does nothing in folio " + command + ": drop it (folio " + command +
           " --help lists what it reads)");
   }

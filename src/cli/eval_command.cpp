@@ -2,6 +2,7 @@
 // block_size window of each split (dropout off), as one JSON line.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -23,8 +24,8 @@ namespace {
 
 constexpr const char* kEvalHelp =
     "usage: folio eval --ckpt FILE [--data FILE.txt|DIR] [--split train|val|both] "
-    "[--max_windows N] [--batch_size N] [--device cpu|cuda|auto] [--dtype D] [--threads N] "
-    "[--quiet]\n\n"
+    "[--max_windows N] [--batch_size N] [--train_fraction F] [--device cpu|cuda|auto] [--dtype D] "
+    "[--threads N] [--quiet]\n\n"
     "Prints one JSON line, {\"block_size\":...,\"train_loss\":...,\"train_windows\":...,"
     "\"val_loss\":...,\"val_windows\":...}:\nthe mean loss over all consecutive "
     "non-overlapping block_size windows of each split, dropout off. DIR is a folder of token "
@@ -32,7 +33,9 @@ constexpr const char* kEvalHelp =
     "the one the checkpoint was trained on (its recorded data path, or tiny-Shakespeare, fetched "
     "if absent). --split evaluates one\nsplit alone (its keys alone in the line), --max_windows "
     "the first N windows of each split (a corpus of billions\nof tokens has millions of "
-    "windows). Progress goes to stderr unless --quiet.\n";
+    "windows). A text is split where the checkpoint's run split it, so that val is the text it "
+    "validated on;\n--train_fraction F splits it at F instead. Progress goes to stderr unless "
+    "--quiet.\n";
 
 }  // namespace
 
@@ -56,10 +59,21 @@ int eval_command(Arguments& arguments) {
   const std::string stray = arguments.positionals().empty() ? "" : arguments.positionals().front();
   arguments.finish("eval", eval_options, false,
                    "name the checkpoint with --ckpt " + stray + " and the text with --data FILE");
+  // The split is the checkpoint's own, so that val is the text its run validated on, unless
+  // --train_fraction says otherwise (a token folder is split already: it says nothing there).
+  std::optional<double> train_fraction;
+  if (std::find(given.begin(), given.end(), "train_fraction") != given.end()) {
+    std::error_code error;
+    if (std::filesystem::is_directory(base.data, error))
+      throw UsageError("--train_fraction does nothing for " + base.data +
+                       ", a folder of token files split into train and val when prepared: drop it");
+    train_fraction = base.train_fraction;
+  }
   CheckpointSession session =
-      open_checkpoint(*checkpoint_path, base.data, base, /*needs_data=*/true);
-  check_keys_for_checkpoint(given, base, session.checkpoint, "eval",
-                            {"batch_size", "train_fraction", "dtype", "tf32"});
+      open_checkpoint(*checkpoint_path, base, DataUse::kEvaluation, train_fraction);
+  check_keys_for_checkpoint(
+      given, base, session.checkpoint, "eval",
+      {"batch_size", "train_fraction", "dtype", "tf32", "data", "tokenizer", "device", "threads"});
   const std::string& data_path = session.data_path;
   const Config& config = session.checkpoint.config;
   check_dataset_fits(*session.data, config.block_size);

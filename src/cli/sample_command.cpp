@@ -94,8 +94,10 @@ int sample_command(Arguments& arguments) {
   std::string prompt_origin;
   const std::string prompt = prompt_bytes(prompt_text, prompt_file, &prompt_origin);
 
-  CheckpointSession session = open_checkpoint(*checkpoint_path, base.data, base);
-  check_keys_for_checkpoint(given, base, session.checkpoint, "sample", {"dtype", "tf32"});
+  CheckpointSession session =
+      open_checkpoint(*checkpoint_path, base, DataUse::kVocabularyOfForeignFiles);
+  check_keys_for_checkpoint(given, base, session.checkpoint, "sample",
+                            {"dtype", "tf32", "device", "threads"});
   const int block_size = session.model->shape().block_size;
   if (options.window_shift > block_size)
     throw Error("--window_shift " + std::to_string(options.window_shift) +

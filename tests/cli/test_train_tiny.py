@@ -57,6 +57,14 @@ def main(folio, data):
                                           capture_output=True, text=True, check=True).stdout)
     if not evaluated["val_loss"] < THRESHOLD + 0.05:
         failures.append(f"folio eval val loss {evaluated['val_loss']}")
+    # --train_fraction moves the split (it had been read and ignored: the checkpoint's 0.9 held).
+    halves = json.loads(subprocess.run(
+        [folio, "eval", "--ckpt", ckpt, "--data", data, "--split", "val", "--train_fraction",
+         "0.5", "--quiet"], capture_output=True, text=True, check=True).stdout)
+    characters = len(open(data, encoding="utf-8").read())
+    if abs(halves["val_windows"] * halves["block_size"] - characters / 2) > 2 * halves["block_size"]:
+        failures.append(f"eval --train_fraction 0.5: {halves['val_windows']} val windows of "
+                        f"{halves['block_size']} in a text of {characters} characters")
     sample = [folio, "sample", "--ckpt", ckpt, "--prompt", "ROMEO:", "--max_new_tokens", "80",
               "--seed", "7"]
     first = subprocess.run(sample, capture_output=True, text=True, check=True).stdout
