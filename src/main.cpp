@@ -66,27 +66,36 @@ void print_error(const char* message) {
 
 int main(int argc, char** argv) {
   const std::string first = argc < 2 ? "" : argv[1];
-  if (first.empty() || first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
-    std::cout << kUsage;
-    if (first.empty())
-      std::fprintf(stderr, "folio: error: no command given: name one of those above\n");
-    return first.empty() ? 2 : 0;
-  }
-  if (first == "--version" || first == "version") {
-    std::cout << folio::build_info();
-    return 0;
-  }
   try {
+    if (first.empty() || first == "--help" || first == "-h" ||
+        (first == "help" && (argc == 2 || std::strcmp(argv[2], "help") == 0))) {
+      std::cout << kUsage;
+      if (first.empty()) throw folio::UsageError("no command given: name one of those above");
+      folio::check_standard_output_written();
+      return 0;
+    }
+    if (first == "--version" || first == "version") {
+      std::cout << folio::build_info();
+      folio::check_standard_output_written();
+      return 0;
+    }
     folio::prepare_threads_before_parallel_work(argv);
     folio::receive_stop_signals_on_their_own_thread();  // why: core/signal_thread.h
     if (first == "help") {  // folio help CMD: as folio CMD --help
+      if (argc > 3)
+        throw folio::UsageError(std::string("folio help takes one command; '") + argv[3] +
+                                "' is another");
       char help_flag[] = "--help";
       char* help_argv[] = {argv[0], argv[2], help_flag};
       folio::Arguments arguments(3, help_argv, 2);
-      return run_command(argv[2], arguments);
+      const int code = run_command(argv[2], arguments);
+      if (code == 0) folio::check_standard_output_written();
+      return code;
     }
     folio::Arguments arguments(argc, argv, 2);
-    return run_command(first, arguments);
+    const int code = run_command(first, arguments);
+    if (code == 0) folio::check_standard_output_written();
+    return code;
   } catch (const folio::UsageError& error) {
     print_error(error.what());
     return 2;

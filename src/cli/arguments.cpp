@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <cmath>
 #include <cstdlib>
 
@@ -233,6 +236,16 @@ std::optional<bool> parse_bool_word(const std::string& value) {
   if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
   if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
   return std::nullopt;
+}
+
+void check_standard_output_written() {
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return;
+  const int error = errno;
+  throw Error(std::string("cannot write to standard output") +
+              (error != 0 ? std::string(" (") + std::strerror(error) + ")" : "") +
+              ", so what it holds is incomplete: free space where it goes, or send it elsewhere");
 }
 
 }  // namespace folio

@@ -86,6 +86,11 @@ double parse_double_option(const std::string& name, const std::string& value, do
 // The --threads option of the commands that are not training (tokenize, tokenizer train,
 // prepare): a count, or 0 or absent for all cores, as the threads key takes it.
 int parse_threads_option(const std::optional<std::string>& value);
+// Throws folio::Error when what a command wrote to stdout did not all get there (a full disk,
+// /dev/full, a closed pipe whose SIGPIPE is ignored): `folio sample > out.txt` on a full disk had
+// exited 0 with the text cut short.
+void check_standard_output_written();
+
 // A boolean's value as the config keys take it: true/1/yes/on or false/0/no/off (any case).
 std::optional<bool> parse_bool_word(const std::string& value);
 // Those words, as error messages name them.

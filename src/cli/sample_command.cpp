@@ -134,9 +134,10 @@ int sample_command(Arguments& arguments) {
     std::cout << std::flush;
     const auto take_token = [&](int text, int32_t id) {
       ++generated;
-      if (text == 0)
+      if (text == 0) {
         std::cout << decoders[0].push(id) << std::flush;
-      else
+        if (!std::cout) check_standard_output_written();  // stop now, not after the last token
+      } else
         held[text] += decoders[text].push(id);
     };
     generate_texts(*session.model, context, options, static_cast<uint32_t>(first), texts,

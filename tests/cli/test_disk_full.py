@@ -1,6 +1,7 @@
 """A disk that fills up while `folio train` saves out_dir/ckpt.safetensors: the run stops with one
 error line naming the file and the full disk, a non-zero exit, the previous checkpoint unchanged
-and still loadable, and no temporary file left behind.
+and still loadable, and no temporary file left behind. And standard output on a full disk
+(/dev/full): every command that prints exits non-zero with one error line.
 
     python3 test_disk_full.py FOLIO_BINARY DISK_FULL_SHIM DATA_FILE
 
@@ -70,6 +71,23 @@ def main(folio, shim, data):
         if evaluation.returncode != 0:
             problems.append(f"the previous checkpoint no longer loads: {evaluation.stderr.strip()}")
         report(name, result, problems, failures)
+    # Standard output on a full disk (/dev/full): the text a command prints is lost, so it must
+    # not exit 0 (`folio sample > out.txt` had, the file cut short). Every command that prints.
+    printing = [
+        ("sample to a full disk", [folio, "sample", "--ckpt", checkpoint, "--max_new_tokens=200",
+                                   "--quiet"]),
+        ("eval to a full disk", [folio, "eval", "--ckpt", checkpoint, "--data", data, "--quiet"]),
+        ("info to a full disk", [folio, "info", checkpoint]),
+        ("help to a full disk", [folio, "sample", "--help"]),
+        ("version to a full disk", [folio, "--version"]),
+    ]
+    if os.path.exists("/dev/full"):
+        for name, command in printing:
+            with open("/dev/full", "w") as full:
+                result = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True)
+            report(name, result, refusal_problems(result, "cannot write to standard output"),
+                   failures)
+        cases += printing
     print(f"{len(cases) - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
