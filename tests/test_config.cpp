@@ -100,6 +100,16 @@ TEST(Config, MalformedAndOutOfRangeValuesNameTheKey) {
             std::string::npos);
   set_config_value(c, "learning_rate", "1e-3");
   EXPECT_DOUBLE_EQ(c.learning_rate, 1e-3);
+  // adam_eps 0 divides 0 by 0 for a parameter whose gradient is 0.
+  EXPECT_NE(error_of([&] { set_config_value(c, "adam_eps", "0"); }).find("out of range (0, 1]"),
+            std::string::npos);
+  set_config_value(c, "adam_eps", "1e-30");
+  EXPECT_DOUBLE_EQ(c.adam_eps, 1e-30);
+  // A subnormal is finite (strtod's ERANGE on underflow had called it "not a finite number").
+  set_config_value(c, "dropout", "1e-320");
+  EXPECT_GT(c.dropout, 0.0);
+  EXPECT_NE(error_of([&] { set_config_value(c, "dropout", "1e999"); }).find("not a finite number"),
+            std::string::npos);
 }
 
 TEST(Config, HeadsMustDivideTheWidthUnlessHeadSizeIsSet) {
@@ -121,6 +131,17 @@ TEST(Config, FileLinesReportTheirLineNumbers) {
   EXPECT_NE(message.find("f.conf:2: expected `key = value`"), std::string::npos) << message;
   EXPECT_NE(error_of([&] { apply_config_text(c, "nlayer = 3\n", "f.conf"); }).find("f.conf:1"),
             std::string::npos);
+}
+
+TEST(Config, AHashInsideAQuotedValueIsPartOfIt) {
+  Config c;
+  apply_config_text(c, "out_dir = \"run #2\"  # the second run\ndata = a#b.txt\n", "f.conf");
+  EXPECT_EQ(c.out_dir, "run #2");
+  EXPECT_EQ(c.data, "a");  // unquoted: the comment starts at the #
+  std::string message = error_of([&] { apply_config_text(c, "out_dir = \"run #2\n", "f.conf"); });
+  EXPECT_NE(message.find("f.conf:1: the quote that begins the value"), std::string::npos) << message;
+  message = error_of([&] { apply_config_text(c, "out_dir = \"a\" b\n", "f.conf"); });
+  EXPECT_NE(message.find("f.conf:1: 'b' follows the quoted value"), std::string::npos) << message;
 }
 
 TEST(Config, AKeySetTwiceInAFileNamesBothValues) {

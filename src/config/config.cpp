@@ -30,7 +30,7 @@ std::string trim(const std::string& text) {
 
 std::string range_text(const ConfigKey& key) {
   std::ostringstream out;
-  out << "[" << shortest_double(key.min) << ", " << shortest_double(key.max)
+  out << (key.min_exclusive ? "(" : "[") << shortest_double(key.min) << ", " << shortest_double(key.max)
       << (key.max_exclusive ? ")" : "]");
   return out.str();
 }
@@ -59,7 +59,8 @@ std::string accepted_values(const ConfigKey& key) {
 
 void check_range(const ConfigKey& key, const std::string& text, double value) {
   const bool above = key.max_exclusive ? value >= key.max : value > key.max;
-  if (value < key.min || above)
+  const bool below = key.min_exclusive ? value <= key.min : value < key.min;
+  if (below || above)
     bad_value(key, text, "is out of range " + range_text(key) + " (" + key.help + ")");
 }
 
@@ -79,7 +80,9 @@ double parse_double(const ConfigKey& key, const std::string& text) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size()) bad_type(key, text, "is not a number");
-  if (!std::isfinite(value) || errno == ERANGE) bad_type(key, text, "is not a finite number");
+  // Overflow gives an infinity; ERANGE alone is also set on underflow, whose value (a subnormal
+  // or 0) is finite and taken as it is.
+  if (!std::isfinite(value)) bad_type(key, text, "is not a finite number");
   return value;
 }
 
@@ -209,28 +212,42 @@ void apply_config_text(Config& config, const std::string& text, const std::strin
   std::map<std::string, std::pair<int, std::string>> seen;
   while (std::getline(lines, line)) {
     ++line_number;
-    const auto hash = line.find('#');
-    if (hash != std::string::npos) line.resize(hash);
+    const std::string where = origin + ":" + std::to_string(line_number) + ": ";
+    // A comment runs from a # to the end of the line, but not from a # inside a quoted value
+    // (out_dir = "run #2"), so the value is read before its comment is cut off.
+    const auto first_hash = line.find('#');
+    if (first_hash != std::string::npos && first_hash < line.find('=')) line.resize(first_hash);
     line = trim(line);
     if (line.empty()) continue;
     const auto equals = line.find('=');
     if (equals == std::string::npos)
-      throw Error(origin + ":" + std::to_string(line_number) + ": expected `key = value`, got '" +
-                  printable(line) + "'");
+      throw Error(where + "expected `key = value`, got '" + printable(line) + "'");
     std::string value = trim(line.substr(equals + 1));
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
-      value = value.substr(1, value.size() - 2);
+    if (!value.empty() && value.front() == '"') {
+      const auto closing = value.find('"', 1);
+      if (closing == std::string::npos)
+        throw Error(where + "the quote that begins the value " + printable(value) +
+                    " is not closed: end the value with a \"");
+      const std::string after = trim(value.substr(closing + 1));
+      if (!after.empty() && after.front() != '#')
+        throw Error(where + "'" + printable(after) +
+                    "' follows the quoted value: a line holds one value (a comment starts "
+                    "with #)");
+      value = value.substr(1, closing - 1);
+    } else if (const auto hash = value.find('#'); hash != std::string::npos) {
+      value = trim(value.substr(0, hash));
+    }
     const std::string name = trim(line.substr(0, equals));
     const auto [earlier, first_time] = seen.try_emplace(name, line_number, value);
     if (!first_time)
-      throw Error(origin + ":" + std::to_string(line_number) + ": " + printable(name) +
+      throw Error(where + printable(name) +
                   " is set twice, to '" + printable(earlier->second.second) + "' on line " +
                   std::to_string(earlier->second.first) + " and to '" + printable(value) +
                   "' here: keep one of the two lines");
     try {
       set_config_value(config, name, value);
     } catch (const Error& error) {
-      throw Error(origin + ":" + std::to_string(line_number) + ": " + error.what());
+      throw Error(where + error.what());
     }
   }
 }

@@ -102,10 +102,12 @@ struct ConfigKey {
   ConfigScope scope;
   ConfigMember member;
   const char* help;
-  // Accepted values: numbers in [min, max] (max_exclusive makes it [min, max)), or one of
-  // `choices` (a '|'-separated list) for strings. Strings with no choices take any text.
+  // Accepted values: numbers in [min, max] (min_exclusive makes it (min, max], max_exclusive
+  // [min, max)), or one of `choices` (a '|'-separated list) for strings. Strings with no choices
+  // take any text.
   double min = 0, max = 0;
   bool max_exclusive = false;
+  bool min_exclusive = false;
   const char* choices = nullptr;
 };
 

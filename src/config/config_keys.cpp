@@ -217,8 +217,10 @@ const std::vector<ConfigKey>& config_keys() {
        .group = "optimizer",
        .scope = ConfigScope::kRecipe,
        .member = &Config::adam_eps,
-       .help = "AdamW epsilon added to sqrt(v)",
-       .max = 1},
+       .help = "AdamW epsilon added to sqrt(v); above 0, or a parameter whose gradient is 0 "
+               "divides 0 by 0",
+       .max = 1,
+       .min_exclusive = true},
       {.name = "weight_decay",
        .group = "optimizer",
        .scope = ConfigScope::kRecipe,
