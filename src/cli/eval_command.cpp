@@ -50,9 +50,8 @@ int eval_command(Arguments& arguments) {
   const std::string split = arguments.take("split").value_or("both");
   if (split != "train" && split != "val" && split != "both")
     arguments.problem("--split must be train, val or both, not '" + split + "'");
-  const std::optional<std::string> max_text = arguments.take("max_windows");
-  const size_t max_windows =
-      max_text ? size_t(parse_int_option("max_windows", *max_text, 1, INT32_MAX)) : SIZE_MAX;
+  size_t max_windows = SIZE_MAX;  // every window
+  if (auto v = arguments.take_int("max_windows", 1, INT32_MAX)) max_windows = size_t(*v);
   Config base;
   const std::vector<std::string> eval_options = {"ckpt", "quiet", "split", "max_windows", "help"};
   const std::vector<std::string> given = arguments.apply_config_keys(base, eval_options, "eval");

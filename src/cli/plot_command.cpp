@@ -32,8 +32,16 @@ int plot_command(Arguments& arguments) {
     std::cout << kPlotHelp;
     return 0;
   }
-  std::optional<std::string> output = arguments.take("output");
-  if (auto o = arguments.take("o")) output = o;
+  // The file to write, from --output, --o or -o: one of them, once (the last had silently won).
+  std::optional<std::string> output;
+  const auto take_output = [&](const std::string& given) {
+    if (output && *output != given)
+      arguments.problem("the output file is given twice (" + *output + " and " + given +
+                        "): keep one");
+    output = given;
+  };
+  if (auto o = arguments.take("output")) take_output(*o);
+  if (auto o = arguments.take("o")) take_output(*o);
   int width = 960, height = 640;
   if (auto v = arguments.take_int("width", 200, 10000)) width = *v;
   if (auto v = arguments.take_int("height", 150, 10000)) height = *v;
@@ -49,15 +57,20 @@ int plot_command(Arguments& arguments) {
     if (i + 1 == positionals.size())
       arguments.problem("-o needs a file name (-o FILE.png)");
     else
-      output = positionals[++i];
+      take_output(positionals[++i]);
   }
   if (runs.empty())
     arguments.problem("folio plot needs a RUN_DIR: the out_dir of a folio train run");
   arguments.finish("plot", {"output", "o", "width", "height", "help"},
                    /*positionals_allowed=*/true);
-  const std::string path =
-      output.value_or(runs.size() == 1 ? (std::filesystem::path(runs[0]) / "loss.png").string()
-                                       : std::string("loss.png"));
+  // One run's figure goes into its folder (the one holding the metrics file it was named by).
+  std::string path = "loss.png";
+  if (output) {
+    path = *output;
+  } else if (runs.size() == 1) {
+    const std::filesystem::path run(runs[0]);
+    path = ((run.extension() == ".jsonl" ? run.parent_path() : run) / "loss.png").string();
+  }
 #if defined(FOLIO_PLOT)
   image_format_of(path);  // a bad extension is reported before any file is read
 

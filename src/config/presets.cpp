@@ -22,6 +22,9 @@ Config load_config(const std::string& name_or_file) {
       return config;
     }
   }
+  if (std::filesystem::is_directory(name_or_file))
+    throw Error("config '" + name_or_file + "' is a folder: give a preset (" + preset_names() +
+                ") or a file of `key = value` lines");
   if (!std::filesystem::is_regular_file(name_or_file))
     throw Error("unknown config '" + name_or_file + "': not a preset (" + preset_names() +
                 ") and no such file");

@@ -74,7 +74,10 @@ double text_width(cairo_t* context, const std::string& text, double size) {
   return extents.x_advance;
 }
 
-bool usable(const Point& point) { return std::isfinite(point.x) && std::isfinite(point.y); }
+// A point drawn: finite and within ±kLargestPlotted (ticks.h); any other is a gap in its line.
+bool usable(const Point& point) {
+  return std::fabs(point.x) <= kLargestPlotted && std::fabs(point.y) <= kLargestPlotted;
+}
 
 // The x range of every panel together, so that stacked panels line up step for step.
 AxisScale shared_x_scale(const Figure& figure) {

@@ -38,6 +38,8 @@ int decimals_for(double step) {
 }  // namespace
 
 AxisScale nice_scale(double low, double high, int target_ticks) {
+  low = std::clamp(low, -kLargestPlotted, kLargestPlotted);
+  high = std::clamp(high, -kLargestPlotted, kLargestPlotted);
   if (!(high > low)) {  // one value, or none: a unit-wide window around it
     const double centre = std::isfinite(low) ? low : 0;
     const double half = centre == 0 ? 1 : std::fabs(centre) * 0.1;

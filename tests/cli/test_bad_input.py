@@ -135,6 +135,8 @@ def main(folio, data):
         ("a train_fraction for a token folder", [folio, "eval", "--ckpt", good, "--data", work,
                                                  "--train_fraction=0.5"],
          "--train_fraction does nothing for"),
+        ("a folder as a config", [folio, "train", "--config", work, "--data", data],
+         "is a folder: give a preset"),
         ("a key given twice", train + ["--data", data, "--seed=2", "--seed=3"],
          "--seed is given twice (2 and 3)"),
         ("a misspelt sample option", [folio, "sample", "--ckpt", good, "--temprature=0.5"],
@@ -150,6 +152,14 @@ def main(folio, data):
         if sha256(good) != good_hash:
             problems.append("the good checkpoint changed")
         report(name, result, problems, failures)
+    # Two problems of one command line, both named by one run (eval's --max_windows had been
+    # thrown at once, before the unknown option was seen).
+    result = subprocess.run([folio, "eval", "--ckpt", good, "--max_windows", "x", "--bogus"],
+                            capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    problems = [] if result.returncode == 2 and len(lines) == 2 and "--max_windows" in lines[0] \
+        and "--bogus" in lines[1] else [f"exit {result.returncode}, {len(lines)} lines"]
+    report("two problems of eval at once", result, problems, failures)
     # Accepted: a key given twice with one value, and a config file that starts with a UTF-8
     # byte-order mark (as some editors write it).
     for name, command, expected in [

@@ -143,7 +143,31 @@ def main(folio, data):
     single = subprocess.run([folio, "plot", first], capture_output=True, text=True)
     if single.returncode != 0 or not os.path.getsize(os.path.join(first, "loss.png")):
         failures.append(f"plot with no -o: {single.stderr!r}")
+    # A run named by its metrics file: the figure goes into the run's folder, as for the folder
+    # (it had gone to metrics.jsonl/loss.png, which cannot be written).
+    os.remove(os.path.join(first, "loss.png"))
+    by_file = subprocess.run([folio, "plot", os.path.join(first, "metrics.jsonl")],
+                             capture_output=True, text=True)
+    if by_file.returncode != 0 or not os.path.isfile(os.path.join(first, "loss.png")):
+        failures.append(f"plot RUN/metrics.jsonl: {by_file.stderr!r}")
+    # Values no run writes, whose range overflows a double: drawn as gaps, and the command ends
+    # (the tick loop had never ended).
+    huge = os.path.join(work, "huge")
+    os.makedirs(huge, exist_ok=True)
+    with open(os.path.join(huge, "metrics.jsonl"), "w") as f:
+        f.write('{"type":"train","step":0,"loss":1e308}\n{"type":"train","step":1,"loss":-1e308}\n'
+                '{"type":"train","step":2,"loss":2.5}\n{"type":"eval","step":2,"val_loss":1.7e308}\n')
+    try:
+        drawn = subprocess.run([folio, "plot", huge], capture_output=True, text=True, timeout=60)
+        if drawn.returncode != 0 or not os.path.isfile(os.path.join(huge, "loss.png")):
+            failures.append(f"plot of huge values: {drawn.returncode} {drawn.stderr!r}")
+    except subprocess.TimeoutExpired:
+        failures.append("plot of huge values did not end in 60 s")
     check_errors([
+        ([folio, "plot", first, "-o", os.path.join(work, "a.png"), "-o",
+          os.path.join(work, "b.png")], "the output file is given twice"),
+        ([folio, "plot", first, "--output", os.path.join(work, "a.png"), "-o",
+          os.path.join(work, "b.png")], "the output file is given twice"),
         ([folio, "plot"], "needs a RUN_DIR"),
         ([folio, "plot", os.path.join(work, "nope")], "metrics.jsonl does not exist"),
         ([folio, "plot", first, "-o", os.path.join(work, "x.jpg")], "FILE.png or FILE.svg"),
