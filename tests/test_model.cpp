@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -821,6 +822,18 @@ TEST(Sampling, TopKOfOneAndTemperatureZeroTakeTheMostLikely) {
     EXPECT_EQ(sample_from_logits(logits, top1, w), 1);
     EXPECT_EQ(sample_from_logits(logits, greedy, w), 1);
   }
+}
+
+TEST(Sampling, ScoresThatAreNotFiniteAreAnErrorNotADraw) {
+  SamplingOptions greedy, drawn;
+  greedy.temperature = 0;
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()})
+    for (const SamplingOptions& options : {greedy, drawn}) {
+      const std::vector<float> logits = {0.5f, bad, 1.0f};
+      EXPECT_NE(testing::error_message([&] { sample_from_logits(logits, options, 42); })
+                    .find("next-token scores are not finite"),
+                std::string::npos);
+    }
 }
 
 TEST(Checkpoint, RoundTripsWeightsConfigAndVocabulary) {

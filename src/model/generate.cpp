@@ -12,6 +12,11 @@ namespace folio {
 int32_t sample_from_logits(std::vector<float> logits, const SamplingOptions& options,
                            uint64_t word) {
   const int V = static_cast<int>(logits.size());
+  // A NaN would make the sort's comparison no ordering at all (undefined behaviour) and the
+  // draw meaningless; an infinity gives exp(inf - inf) = NaN below.
+  if (!std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }))
+    throw Error("the model's next-token scores are not finite: its weights overflow in this "
+                "dtype or the checkpoint is damaged; try --dtype fp32, or another checkpoint");
   if (options.temperature <= 0.0)
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   // Candidates sorted by logit, most likely first (ties: lower id first, for determinism).
