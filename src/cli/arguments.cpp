@@ -86,6 +86,14 @@ bool Arguments::take_flag(const std::string& name) {
       value = true;
     }
   }
+  std::optional<bool> given;  // by an option (the last would silently win over an unlike one)
+  const auto give = [&](bool word) {
+    if (given && *given != word)
+      problem("--" + name + " is given twice, as " + (*given ? "true" : "false") + " and as " +
+              (word ? "true" : "false") + ": give it once");
+    given = word;
+    value = word;
+  };
   for (auto it = options_.begin(); it != options_.end();) {
     if (it->name != name) {
       ++it;
@@ -93,11 +101,11 @@ bool Arguments::take_flag(const std::string& name) {
     }
     const std::optional<bool> word = it->value ? parse_bool_word(*it->value) : true;
     if (word) {
-      value = *word;
+      give(*word);
     } else if (!it->attached) {
       // "--quiet something": the word was a positional, not the flag's value.
       positionals_.push_back(*it->value);
-      value = true;
+      give(true);
     } else {
       problem("--" + name + "='" + *it->value + "': --" + name + " takes " + kBooleanWords +
               ", or nothing");

@@ -137,6 +137,8 @@ def main(folio, data):
          "--train_fraction does nothing for"),
         ("a folder as a config", [folio, "train", "--config", work, "--data", data],
          "is a folder: give a preset"),
+        ("a flag given twice unlike", [folio, "info", good, "--json", "--json=false"],
+         "--json is given twice, as true and as false"),
         ("a key given twice", train + ["--data", data, "--seed=2", "--seed=3"],
          "--seed is given twice (2 and 3)"),
         ("a misspelt sample option", [folio, "sample", "--ckpt", good, "--temprature=0.5"],
