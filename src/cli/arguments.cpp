@@ -144,12 +144,15 @@ std::vector<std::string> Arguments::apply_config_keys(
                                               : "`folio " + command + " --help` lists its options";
   std::vector<std::string> given;
   std::vector<const Option*> applied;
-  for (const Option& option : options_) {
-    if (find_config_key(option.name) == nullptr) {
+  for (Option& option : options_) {
+    const ConfigKey* key = find_config_key(option.name);
+    if (key == nullptr) {
       problem(unknown_option(option.name, nearest_name(option.name, command_options, true)) + "; " +
               help);
       continue;
     }
+    // A boolean key given bare is true, as a bare flag is (`--tie_weights`).
+    if (!option.value && std::holds_alternative<bool Config::*>(key->member)) option.value = "true";
     if (!option.value) {
       problem("--" + option.name + " needs a value (--" + option.name + "=VALUE)");
       continue;

@@ -162,13 +162,15 @@ def main(folio, data):
     problems = [] if result.returncode == 2 and len(lines) == 2 and "--max_windows" in lines[0] \
         and "--bogus" in lines[1] else [f"exit {result.returncode}, {len(lines)} lines"]
     report("two problems of eval at once", result, problems, failures)
-    # Accepted: a key given twice with one value, and a config file that starts with a UTF-8
-    # byte-order mark (as some editors write it).
+    # Accepted: a key given twice with one value, a config file that starts with a UTF-8
+    # byte-order mark (as some editors write it), and a boolean key given bare (true, as a flag).
     for name, command, expected in [
             ("a key given twice alike", [folio, "train", "--config", "tiny", "--max_iters=2",
                                          "--max_iters=2", "--print_config"], "max_iters = 2"),
             ("a config with a byte-order mark", [folio, "train", "--config", bom_config,
-                                                 "--print_config"], "n_layer = 2")]:
+                                                 "--print_config"], "n_layer = 2"),
+            ("a bare boolean key", [folio, "train", "--config", "tiny", "--tie_weights",
+                                    "--print_config"], "tie_weights = true")]:
         result = subprocess.run(command, capture_output=True, text=True)
         problems = [] if result.returncode == 0 and expected in result.stdout else [
             f"exit {result.returncode}, {expected!r} not printed"]
