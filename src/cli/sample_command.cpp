@@ -104,7 +104,12 @@ int sample_command(Arguments& arguments) {
                 " is more than the model's block_size " + std::to_string(block_size) +
                 ": give 1 to " + std::to_string(block_size));
   const Tokenizer& tokenizer = session.checkpoint.tokenizer;
-  std::vector<int32_t> context = tokenizer.encode(prompt, prompt_origin);
+  std::vector<int32_t> context;
+  try {
+    context = tokenizer.encode(prompt, prompt_origin);
+  } catch (const Error& error) {
+    throw UsageError(error.what());  // a character the model lacks: a bad value, exit code 2
+  }
   if (context.empty()) context.push_back(tokenizer.start_token());
   // A BPE model's text ends at <|endoftext|>, as GPT-2's does.
   options.stop_token = tokenizer.end_of_text().value_or(-1);

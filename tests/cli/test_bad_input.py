@@ -162,6 +162,11 @@ def main(folio, data):
     problems = [] if result.returncode == 2 and len(lines) == 2 and "--max_windows" in lines[0] \
         and "--bogus" in lines[1] else [f"exit {result.returncode}, {len(lines)} lines"]
     report("two problems of eval at once", result, problems, failures)
+    # A prompt the model cannot read is a bad value: exit code 2, as any usage error (it was 1).
+    result = subprocess.run([folio, "sample", "--ckpt", good, "--prompt", "Zoë"],
+                            capture_output=True, text=True)
+    report("a prompt outside the vocabulary exits 2", result,
+           [] if result.returncode == 2 else [f"exit {result.returncode}"], failures)
     # Accepted: a key given twice with one value, a config file that starts with a UTF-8
     # byte-order mark (as some editors write it), and a boolean key given bare (true, as a flag).
     for name, command, expected in [
