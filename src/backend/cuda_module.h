@@ -20,7 +20,7 @@ struct BackendOptions;
 
 // Raised whenever the table or the types it passes change: a module from another build of folio
 // is refused rather than called through a table it does not match.
-inline constexpr int kCudaModuleAbi = 1;
+inline constexpr int kCudaModuleAbi = 2;
 inline constexpr const char* kCudaModuleFile = "libfolio_cuda.so";
 
 struct CudaModule {
@@ -32,8 +32,10 @@ struct CudaModule {
   std::unique_ptr<Backend> (*make_backend)(int threads, const BackendOptions& options) = nullptr;
   // Null when the module was built without NCCL. A collective: every rank of `host` calls it.
   bool (*every_rank_has_its_own_gpu)(Communicator& host) = nullptr;
+  // `timeout_seconds` (dist_timeout) bounds the wait for a device collective a peer never joins.
   std::unique_ptr<Communicator> (*make_nccl_communicator)(std::unique_ptr<Communicator> bootstrap,
-                                                          void* stream) = nullptr;
+                                                          void* stream,
+                                                          double timeout_seconds) = nullptr;
 };
 
 // The loaded module, or null with the reason in `why` (a build without CUDA; no NVIDIA driver;

@@ -93,7 +93,8 @@ std::unique_ptr<Communicator> make_communicator(const LaunchEnvironment& env,
   const CudaModule* cuda = env.launcher != Launcher::kSingle ? cuda_module() : nullptr;
   if (cuda != nullptr && cuda->make_nccl_communicator != nullptr &&
       cuda->every_rank_has_its_own_gpu(*communicator))
-    return cuda->make_nccl_communicator(std::move(communicator), backend.native_stream());
+    return cuda->make_nccl_communicator(std::move(communicator), backend.native_stream(),
+                                        timeout_seconds);
   if (communicator->world_size() == 1) return communicator;  // nothing to sum
   return std::make_unique<StagedCommunicator>(std::move(communicator), backend);
 }

@@ -3,6 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -39,7 +41,8 @@ std::string gpu_bus_id() {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void* stream)
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void* stream,
+                                   double timeout_seconds)
     : Communicator(Wraps{*bootstrap}), bootstrap_(std::move(bootstrap)), stream_(stream) {
   ncclUniqueId id{};
   if (is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -47,9 +50,55 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, world_size(), id, rank()), "ncclCommInitRank");
   comm_ = comm;
+  // One rank waits for nobody (and its step may be recorded as a CUDA graph, where a host
+  // function would run at every replay but queued() only once).
+  if (world_size() == 1) return;
+  int device = 0;
+  cudaGetDevice(&device);
+  const int rank_number = rank();
+  CollectiveWatchdog::Hooks hooks;
+  hooks.library_error = [comm, device] {
+    cudaSetDevice(device);  // the watchdog's thread asks about this rank's GPU
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
+      return std::string("NCCL could not say how its collectives fare");
+    if (state == ncclSuccess || state == ncclInProgress) return std::string();
+    return std::string("NCCL failed (") + ncclGetErrorString(state) + ")";
+  };
+  // The rank cannot go on (its GPU is stuck in the collective) nor save (that needs the GPU):
+  // it says why and ends, and its launcher stops the others, as for a rank that died.
+  hooks.give_up = [rank_number](const std::string& message) {
+    std::fprintf(stderr, "folio: error: rank %d: %s\n", rank_number, message.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  };
+  watchdog_ = std::make_unique<CollectiveWatchdog>(timeout_seconds, std::move(hooks));
+}
+
+// Tells the watchdog that `what` is queued on `stream`, and queues behind it the host function
+// that tells it the collective is done.
+void NcclCommunicator::watch(void* stream, const char* what) {
+  if (!watchdog_) return;
+  watchdog_->queued(what);
+  check_cuda_call(
+      cudaLaunchHostFunc(
+          static_cast<cudaStream_t>(stream),
+          [](void* watchdog) { static_cast<CollectiveWatchdog*>(watchdog)->done(); },
+          watchdog_.get()),
+      "cudaLaunchHostFunc");
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (watchdog_) {
+    // The host functions still queued hold the watchdog's address: after the streams have run
+    // them it can go. After an error a collective may never end (a peer is gone), so its host
+    // function may run later, or never: the watchdog is then left to the process's end.
+    if (std::uncaught_exceptions() == 0) {
+      cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+      if (sum_stream_ != nullptr) cudaStreamSynchronize(static_cast<cudaStream_t>(sum_stream_));
+    }
+    if (watchdog_->pending() > 0) watchdog_.release();
+  }
   if (sum_stream_ != nullptr) {
     cudaEventDestroy(static_cast<cudaEvent_t>(gradients_ready_));
     cudaEventDestroy(static_cast<cudaEvent_t>(sums_done_));
@@ -70,6 +119,7 @@ void NcclCommunicator::all_reduce_sum_device(float* data, size_t n) {
   check_nccl(ncclAllReduce(data, data, n, ncclFloat, ncclSum, static_cast<ncclComm_t>(comm_),
                            static_cast<cudaStream_t>(stream_)),
              "all-reduce");
+  watch(stream_, "a gradient all-reduce");
 }
 
 void NcclCommunicator::start_sum_device(float* data, size_t n) {
@@ -96,6 +146,8 @@ void NcclCommunicator::start_sum_device(float* data, size_t n) {
 
 void NcclCommunicator::finish_sums() {
   if (!sums_pending_) return;
+  // One watch for the step's sums: the host reaches here without waiting for any of them.
+  watch(sum_stream_, "the gradient sums");
   const auto done = static_cast<cudaEvent_t>(sums_done_);
   check_cuda_call(cudaEventRecord(done, static_cast<cudaStream_t>(sum_stream_)), "cudaEventRecord");
   check_cuda_call(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), done, 0),
@@ -108,6 +160,7 @@ void NcclCommunicator::broadcast_device(float* data, size_t n) {
   check_nccl(ncclBroadcast(data, data, n, ncclFloat, 0, static_cast<ncclComm_t>(comm_),
                            static_cast<cudaStream_t>(stream_)),
              "broadcast");
+  watch(stream_, "the broadcast of rank 0's weights");
 }
 
 bool every_rank_has_its_own_gpu(Communicator& host) {

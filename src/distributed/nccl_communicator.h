@@ -1,8 +1,10 @@
 // Device collectives between GPUs through NCCL, on the CUDA backend's own stream, so they queue
 // behind the backward pass without a host wait. NCCL takes device pointers only: the host calls
 // (stop flags, loss sums, checksums) go through the communicator that started the job (Gloo or
-// MPI), which also carries NCCL's unique id from rank 0 to the others and keeps the timeouts: a
-// dead peer shows up at the next host collective, at the latest each step.
+// MPI), which also carries NCCL's unique id from rank 0 to the others and keeps the timeouts of
+// the host collectives. A device collective that a dead or hung peer never joins would keep the
+// GPU, and the rank's next wait for it, for ever: a watchdog (collective_watchdog.h) ends the
+// rank after dist_timeout, or at once when NCCL reports a broken connection.
 //
 // NCCL wants one GPU per rank: when ranks share a GPU (two ranks on one card, as the tests do on a
 // one-GPU machine) make_communicator stages the device buffers through host memory instead.
@@ -10,6 +12,7 @@
 
 #include <memory>
 
+#include "distributed/collective_watchdog.h"
 #include "distributed/communicator.h"
 
 namespace folio {
@@ -17,8 +20,8 @@ namespace folio {
 class NcclCommunicator final : public Communicator {
  public:
   // `bootstrap` starts the NCCL communicator and serves the host collectives; `stream` is the
-  // backend's cudaStream_t.
-  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void* stream);
+  // backend's cudaStream_t; `timeout_seconds` (dist_timeout) bounds a device collective's wait.
+  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void* stream, double timeout_seconds);
   ~NcclCommunicator() override;
 
   std::string name() const override { return "nccl (host values over " + bootstrap_->name() + ")"; }
@@ -53,6 +56,8 @@ class NcclCommunicator final : public Communicator {
   void* gradients_ready_ = nullptr;
   void* sums_done_ = nullptr;
   bool sums_pending_ = false;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;  // with more than one rank
+  void watch(void* stream, const char* what);
 };
 
 // Whether every rank of `host` has a GPU of its own (NCCL refuses two ranks on one GPU): compares

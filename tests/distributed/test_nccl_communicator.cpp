@@ -34,7 +34,7 @@ std::vector<float> call_values(size_t n, int call) {
 
 TEST_F(NcclCommunicatorTest, DeviceAndHostCollectivesOnOneRank) {
   std::unique_ptr<Backend> backend = cuda_backend("fp32");
-  NcclCommunicator nccl(std::make_unique<LocalCommunicator>(), backend->native_stream());
+  NcclCommunicator nccl(std::make_unique<LocalCommunicator>(), backend->native_stream(), 30);
   EXPECT_EQ(nccl.world_size(), 1);
   EXPECT_NE(nccl.name().find("nccl"), std::string::npos);
 

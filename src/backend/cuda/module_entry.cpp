@@ -46,8 +46,8 @@ std::string describe_module() {
 
 #if defined(FOLIO_NCCL)
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> bootstrap,
-                                                     void* stream) {
-  return std::make_unique<NcclCommunicator>(std::move(bootstrap), stream);
+                                                     void* stream, double timeout_seconds) {
+  return std::make_unique<NcclCommunicator>(std::move(bootstrap), stream, timeout_seconds);
 }
 #endif
 
