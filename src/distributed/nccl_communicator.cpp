@@ -72,17 +72,31 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> bootstrap, void
     std::fflush(stderr);
     std::_Exit(1);
   };
+  cudaStream_t watch_stream = nullptr;
+  cudaEvent_t collective_queued = nullptr;
+  check_cuda_call(cudaStreamCreateWithFlags(&watch_stream, cudaStreamNonBlocking),
+                  "cudaStreamCreate");
+  check_cuda_call(cudaEventCreateWithFlags(&collective_queued, cudaEventDisableTiming),
+                  "cudaEventCreate");
+  watch_stream_ = watch_stream;
+  collective_queued_ = collective_queued;
   watchdog_ = std::make_unique<CollectiveWatchdog>(timeout_seconds, std::move(hooks));
 }
 
-// Tells the watchdog that `what` is queued on `stream`, and queues behind it the host function
-// that tells it the collective is done.
+// Tells the watchdog that `what` is queued on `stream`, and queues the host function that tells
+// it the collective is done. On a stream of its own, which waits for `stream` up to here: a host
+// function holds up its stream until it has run, and the backend's kernels must not wait for it.
 void NcclCommunicator::watch(void* stream, const char* what) {
   if (!watchdog_) return;
+  const auto watch_stream = static_cast<cudaStream_t>(watch_stream_);
+  const auto queued_event = static_cast<cudaEvent_t>(collective_queued_);
   watchdog_->queued(what);
+  check_cuda_call(cudaEventRecord(queued_event, static_cast<cudaStream_t>(stream)),
+                  "cudaEventRecord");
+  check_cuda_call(cudaStreamWaitEvent(watch_stream, queued_event, 0), "cudaStreamWaitEvent");
   check_cuda_call(
       cudaLaunchHostFunc(
-          static_cast<cudaStream_t>(stream),
+          watch_stream,
           [](void* watchdog) { static_cast<CollectiveWatchdog*>(watchdog)->done(); },
           watchdog_.get()),
       "cudaLaunchHostFunc");
@@ -90,14 +104,18 @@ void NcclCommunicator::watch(void* stream, const char* what) {
 
 NcclCommunicator::~NcclCommunicator() {
   if (watchdog_) {
-    // The host functions still queued hold the watchdog's address: after the streams have run
-    // them it can go. After an error a collective may never end (a peer is gone), so its host
-    // function may run later, or never: the watchdog is then left to the process's end.
-    if (std::uncaught_exceptions() == 0) {
-      cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
-      if (sum_stream_ != nullptr) cudaStreamSynchronize(static_cast<cudaStream_t>(sum_stream_));
+    // The host functions still queued hold the watchdog's address: once the stream has run them
+    // it can go. After an error a collective may never end (a peer is gone), so its host
+    // function may run later, or never: the watchdog and its stream are then left to the
+    // process's end.
+    const auto watch_stream = static_cast<cudaStream_t>(watch_stream_);
+    if (std::uncaught_exceptions() == 0) cudaStreamSynchronize(watch_stream);
+    if (watchdog_->pending() > 0) {
+      watchdog_.release();
+    } else {
+      cudaEventDestroy(static_cast<cudaEvent_t>(collective_queued_));
+      cudaStreamDestroy(watch_stream);
     }
-    if (watchdog_->pending() > 0) watchdog_.release();
   }
   if (sum_stream_ != nullptr) {
     cudaEventDestroy(static_cast<cudaEvent_t>(gradients_ready_));
@@ -146,12 +164,12 @@ void NcclCommunicator::start_sum_device(float* data, size_t n) {
 
 void NcclCommunicator::finish_sums() {
   if (!sums_pending_) return;
-  // One watch for the step's sums: the host reaches here without waiting for any of them.
-  watch(sum_stream_, "the gradient sums");
   const auto done = static_cast<cudaEvent_t>(sums_done_);
   check_cuda_call(cudaEventRecord(done, static_cast<cudaStream_t>(sum_stream_)), "cudaEventRecord");
   check_cuda_call(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), done, 0),
                   "cudaStreamWaitEvent");
+  // One watch for the step's sums: the host reaches here without waiting for any of them.
+  watch(sum_stream_, "the gradient sums");
   sums_pending_ = false;
 }
 

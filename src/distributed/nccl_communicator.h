@@ -56,7 +56,11 @@ class NcclCommunicator final : public Communicator {
   void* gradients_ready_ = nullptr;
   void* sums_done_ = nullptr;
   bool sums_pending_ = false;
-  std::unique_ptr<CollectiveWatchdog> watchdog_;  // with more than one rank
+  // With more than one rank: the watchdog, and the stream and event by which it hears that a
+  // collective is done (cudaStream_t, cudaEvent_t)
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
+  void* watch_stream_ = nullptr;
+  void* collective_queued_ = nullptr;
   void watch(void* stream, const char* what);
 };
 
