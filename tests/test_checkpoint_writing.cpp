@@ -226,5 +226,27 @@ TEST(RunDirectoryStart, OverwriteRemovesTheEarlierRunsStateAndKeepsItsCheckpoint
   EXPECT_FALSE(std::filesystem::exists(run.state_path()));
 }
 
+// `--resume A --out_dir B`: B takes A's checkpoint and metrics byte for byte (a checkpoint over
+// the copy's 1 MiB chunks too), A keeps its own, and its state is not copied (the run writes its
+// own into B); the same folder named two ways is one folder.
+TEST(RunDirectoryStart, AResumedRunMovedToAnotherFolderTakesItsModelAndMetrics) {
+  TempDir dir;
+  const RunDirectory earlier(dir.file("a")), moved(dir.file("b"));
+  earlier.prepare(RunDirectory::Start::kNew);
+  std::string checkpoint(3 * (size_t(1) << 20) + 7, '\0');
+  for (size_t i = 0; i < checkpoint.size(); ++i) checkpoint[i] = static_cast<char>(i * 131 % 251);
+  dir.write("a/ckpt.safetensors", checkpoint);
+  dir.write("a/metrics.jsonl", "{\"type\": \"eval\", \"step\": 0}\n");
+  dir.write("a/state.safetensors", "state");
+  EXPECT_TRUE(same_folder(dir.file("a"), dir.file("a") + "/."));
+  EXPECT_FALSE(same_folder(dir.file("a"), dir.file("b")));  // b is not there yet
+  moved.prepare(RunDirectory::Start::kNew);
+  moved.take_over(earlier.path());
+  EXPECT_EQ(read_all(moved.checkpoint_path()), checkpoint);
+  EXPECT_EQ(read_all(moved.metrics_path()), "{\"type\": \"eval\", \"step\": 0}\n");
+  EXPECT_FALSE(std::filesystem::exists(moved.state_path()));
+  EXPECT_EQ(read_all(earlier.checkpoint_path()), checkpoint);
+}
+
 }  // namespace
 }  // namespace folio

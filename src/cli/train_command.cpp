@@ -245,6 +245,7 @@ int train_command(Arguments& arguments) {
   TrainOptions options;
   options.init_from = init_from;
   options.resume = state ? &*state : nullptr;
+  options.resume_dir = resume_dir;
   options.launcher = env.launcher_name();
   options.overwrite = overwrite;
   options.quiet = quiet;

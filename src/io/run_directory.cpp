@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +65,27 @@ void RunDirectory::prepare(Start start) const {
                 " is not writable (or the disk is full): pass --out_dir "
                 "with a folder you can write to");
   std::filesystem::remove(probe, error);
+}
+
+void RunDirectory::take_over(const std::string& earlier_dir) const {
+  for (const char* name : {kCheckpoint, kMetrics}) {
+    const std::string from = in(earlier_dir, name);
+    std::ifstream source(from, std::ios::binary);
+    if (!source) continue;  // none yet: no evaluation ran, or no record was written
+    write_file_atomically(in(out_dir_, name), [&](AtomicFileWriter& out) {
+      std::vector<char> chunk(size_t(1) << 20);
+      while (source.read(chunk.data(), std::streamsize(chunk.size())) || source.gcount() > 0)
+        out.write(chunk.data(), size_t(source.gcount()));
+      if (source.bad())
+        throw Error("cannot read " + from + " to continue the run in " + out_dir_ +
+                    ": resume it in " + earlier_dir + " itself (--resume " + earlier_dir + ")");
+    });
+  }
+}
+
+bool same_folder(const std::string& a, const std::string& b) {
+  std::error_code error;
+  return std::filesystem::equivalent(a, b, error) && !error;
 }
 
 void RunDirectory::truncate_metrics(int64_t steps_done) const {

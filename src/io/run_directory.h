@@ -37,6 +37,10 @@ class RunDirectory {
   // an earlier run's checkpoint and state as `start` says.
   void prepare(Start start) const;
 
+  // On resume into another folder (`--resume A --out_dir B`, after prepare(kNew)): copies A's
+  // checkpoint and metrics into this folder (each atomically), so that it holds the whole run.
+  void take_over(const std::string& earlier_dir) const;
+
   // On resume: keeps the metrics records the resumed run would have written (evaluations before
   // `steps_done`, training records up to it), dropping a line a kill cut short.
   void truncate_metrics(int64_t steps_done) const;
@@ -44,5 +48,9 @@ class RunDirectory {
  private:
   std::string out_dir_;
 };
+
+// Whether two paths name one folder (`out/a`, `./out/a/`, a link to it); false when either is
+// not there.
+bool same_folder(const std::string& a, const std::string& b);
 
 }  // namespace folio

@@ -216,7 +216,7 @@ void Trainer::start_from_parameters() {
     // And a second Ctrl-C says which model the folder holds, from an earlier session or not.
     if (is_root()) {
       const RecordedCheckpoint recorded =
-          recorded_checkpoint(run_directory_.checkpoint_path(), config_);
+          recorded_checkpoint(RunDirectory(options_.resume_dir).checkpoint_path(), config_);
       best_val_loss_ = std::min(best_val_loss_, recorded.val_loss);
       if (recorded.step >= 0) note_checkpoint_saved(recorded.step);
     }
@@ -254,9 +254,15 @@ void Trainer::check_ranks_agree_on_setup() {
 
 void Trainer::open_run_directory() {
   if (!is_root()) return;
-  run_directory_.prepare(options_.resume    ? RunDirectory::Start::kResume
+  // `--resume A --out_dir B` moves the run: B takes A's model and metrics, and goes on as A
+  // would have (it had held only the new records, and the run's summary named a checkpoint in B
+  // that was never written). B is a folder for a new run: one that holds another is refused.
+  const bool moves = options_.resume && !same_folder(options_.resume_dir, config_.out_dir);
+  const bool continues_here = options_.resume && !moves;
+  run_directory_.prepare(continues_here      ? RunDirectory::Start::kResume
                          : options_.overwrite ? RunDirectory::Start::kOverwrite
                                               : RunDirectory::Start::kNew);
+  if (moves) run_directory_.take_over(options_.resume_dir);
   if (options_.resume) run_directory_.truncate_metrics(start_step_);
   metrics_.emplace(run_directory_.metrics_path(), options_.resume != nullptr);
 }

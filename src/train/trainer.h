@@ -26,6 +26,7 @@ namespace folio {
 struct TrainOptions {
   std::string init_from;                  // start from these weights instead of a fresh init
   const TrainingState* resume = nullptr;  // continue this state
+  std::string resume_dir;                 // the folder it came from (out_dir may be another)
   std::string launcher;                   // who started the ranks, for the start-up line
   bool overwrite = false;                 // out_dir may hold another run, to be replaced
   bool quiet = false;                     // no live progress (evaluations still print)

@@ -86,6 +86,7 @@ def main(folio, data):
             sha256(good) != good_hash:
         failures.append("a new run in an out_dir with a checkpoint was not refused")
     failures += newer_checkpoint_than_state(folio, data, work)
+    failures += resumed_into_another_folder(folio, data, work)
     for failure in failures:
         print("FAIL", failure)
     return 1 if failures else 0
@@ -115,6 +116,48 @@ def newer_checkpoint_than_state(folio, data, work):
     if sha256(checkpoint) != best:
         return ["checkpoint newer than the state: the resumed run replaced it with a worse model"]
     return []
+
+
+def resumed_into_another_folder(folio, data, work):
+    """`--resume A --out_dir B` moves the run: B holds A's model and metrics and goes on from
+    them (it had held only the new records, and the summary named a checkpoint never written);
+    A is left as it was; a B that holds another run is refused and kept."""
+    first, moved, other = (os.path.join(work, name) for name in ("first", "moved", "other"))
+    common = ["--config", "tiny", "--data", data, "--eval_interval=5", "--eval_iters=2",
+              "--sample_tokens=0"]
+    subprocess.run([folio, "train", "--out_dir", first, "--max_iters=10"] + common, check=True,
+                   capture_output=True)
+    subprocess.run([folio, "train", "--out_dir", other, "--max_iters=5"] + common, check=True,
+                   capture_output=True)
+    before = {name: sha256(os.path.join(first, name))
+              for name in ("ckpt.safetensors", "state.safetensors", "metrics.jsonl")}
+    other_model = sha256(os.path.join(other, "ckpt.safetensors"))
+    problems = []
+    result = subprocess.run([folio, "train", "--resume", first, "--out_dir", moved,
+                             "--max_iters=12"], capture_output=True, text=True)
+    summary = [line for line in result.stdout.splitlines() if line.startswith("trained")]
+    print("resumed into another folder:", result.returncode, summary)
+    if result.returncode != 0:
+        return [f"resume into another folder failed: {result.stderr[-500:]}"]
+    moved_checkpoint = os.path.join(moved, "ckpt.safetensors")
+    improved = "val loss improved" in result.stdout
+    if not os.path.isfile(moved_checkpoint) or \
+            (not improved and sha256(moved_checkpoint) != before["ckpt.safetensors"]):
+        problems.append("the moved run's folder lacks the resumed run's best model")
+    if not summary or moved_checkpoint not in summary[0]:
+        problems.append(f"the summary does not name {moved_checkpoint}: {summary}")
+    first_lines = open(os.path.join(first, "metrics.jsonl")).read().splitlines()
+    moved_lines = open(os.path.join(moved, "metrics.jsonl")).read().splitlines()
+    if moved_lines[:len(first_lines)] != first_lines or len(moved_lines) <= len(first_lines):
+        problems.append("the moved run's metrics do not go on from the resumed run's")
+    if {name: sha256(os.path.join(first, name)) for name in before} != before:
+        problems.append("resuming into another folder changed the resumed run's files")
+    result = subprocess.run([folio, "train", "--resume", first, "--out_dir", other,
+                             "--max_iters=20"], capture_output=True, text=True)
+    if result.returncode == 0 or "already holds a run" not in result.stderr or \
+            sha256(os.path.join(other, "ckpt.safetensors")) != other_model:
+        problems.append("resuming into a folder that holds another run was not refused")
+    return ["resume into another folder: " + p for p in problems]
 
 
 if __name__ == "__main__":
