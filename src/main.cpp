@@ -82,7 +82,9 @@ int main(int argc, char** argv) {
     folio::prepare_threads_before_parallel_work(argv);
     folio::receive_stop_signals_on_their_own_thread();  // why: core/signal_thread.h
     if (first == "help") {  // folio help CMD: as folio CMD --help
-      if (argc > 3)
+      const bool tokenizer_action = argc == 4 && std::strcmp(argv[2], "tokenizer") == 0 &&
+                                    std::strcmp(argv[3], "train") == 0;  // its one action
+      if (argc > 3 && !tokenizer_action)
         throw folio::UsageError(std::string("folio help takes one command; '") + argv[3] +
                                 "' is another");
       char help_flag[] = "--help";

@@ -100,7 +100,7 @@ int sample_command(Arguments& arguments) {
                             {"dtype", "tf32", "device", "threads"});
   const int block_size = session.model->shape().block_size;
   if (options.window_shift > block_size)
-    throw Error("--window_shift " + std::to_string(options.window_shift) +
+    throw UsageError("--window_shift " + std::to_string(options.window_shift) +
                 " is more than the model's block_size " + std::to_string(block_size) +
                 ": give 1 to " + std::to_string(block_size));
   const Tokenizer& tokenizer = session.checkpoint.tokenizer;

@@ -100,6 +100,13 @@ def main(folio, data):
             check(f"folio {' '.join(args)}",
                   result.returncode == 0 and result.stdout.startswith(f"usage: folio {command}"),
                   f"rc {result.returncode}, stdout {result.stdout[:80]!r}")
+    for args in (["help", "tokenizer", "train"], ["help", "help"]):
+        result = run(folio, *args)
+        check(f"folio {' '.join(args)}", result.returncode == 0 and "usage: folio" in result.stdout,
+              f"rc {result.returncode}, stdout {result.stdout[:80]!r}")
+    extra = run(folio, "help", "sample", "extra")
+    check("folio help takes one command", extra.returncode == 2 and "'extra' is another" in
+          extra.stderr, f"rc {extra.returncode}, stderr {extra.stderr!r}")
     version = run(folio, "--version")
     check("--version prints the version and the build",
           version.returncode == 0 and version.stdout.startswith("folio ")
@@ -121,7 +128,9 @@ def main(folio, data):
     for args in (["eval", "--ckpt", ckpt, "--bogus=1"], ["eval", "--ckpt", ckpt, "--split=all"],
                  ["eval", "--ckpt", ckpt, "--max_windows=0"], ["bench", "--steps=0"],
                  ["plot", run_dir, "--width=1"], ["train", "--batch_size=lots"],
-                 ["info", ckpt, "--json=maybe"], ["sample"]):
+                 ["info", ckpt, "--json=maybe"], ["sample"],
+                 ["sample", "--ckpt", ckpt, "--window_shift=100000"],
+                 ["sample", "--ckpt", ckpt, "--prompt", "\u00e9\u00e9"]):
         result = run(folio, *args)
         check(f"usage error exits 2: folio {' '.join(args[:1])} ... {args[-1]}",
               result.returncode == 2 and len(error_lines(result)) >= 1,
