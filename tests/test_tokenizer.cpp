@@ -8,6 +8,8 @@
 #include <numeric>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "data/token_shards.h"
 #include "test_helpers.h"
 #include "tokenizer/bpe_trainer.h"
@@ -189,6 +191,9 @@ std::string error_of(const std::function<void()>& action) {
 TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
   testing::TempDir dir;
   const std::string vocab = R"("vocab": {"a": 0}, "merges": [])";
+  std::string deep;  // {"model": {"model": ... 1 ...}}: copied or compared, it overflowed the stack
+  for (int level = 0; level < 70000; ++level) deep += R"({"model": )";
+  deep += "1" + std::string(70000, '}');
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{", "not valid JSON"},
       {R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})", "not a BPE"},
@@ -226,6 +231,16 @@ TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
       {R"({"model": {"type": "BPE", "vocab": {"a\nb": 0}, "merges": []},
            "pre_tokenizer": {"type": "ByteLevel"}})",
        "the token 'a\\nb' is not in GPT-2's byte alphabet"},
+      {deep, "nests its JSON more than 128 levels deep"},
+      // HF's lstrip (and rstrip, single_word) move where an added token matches: not implemented.
+      {R"({"model": {"type": "BPE", )" + vocab + R"(}, "pre_tokenizer": {"type": "ByteLevel"},
+           "added_tokens": [{"id": 1, "content": "<mask>", "lstrip": true}]})",
+       "the added token '<mask>' has \"lstrip\": true"},
+      // An added token given the id of another token: both are named.
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},
+           "pre_tokenizer": {"type": "ByteLevel"},
+           "added_tokens": [{"id": 1, "content": "<x>"}]})",
+       "id 1 is given to the added token '<x>' and to the token 'b'"},
   };
   for (const auto& [text, expected] : cases) {
     const std::string path = dir.write("tokenizer.json", text);
@@ -234,6 +249,55 @@ TEST(TokenizerFiles, RefuseWhatTheyCannotRead) {
     EXPECT_NE(message.find(path), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
+}
+
+// A checkpoint's tokenizer.json text is read as a file's: nesting is refused there too.
+TEST(TokenizerFiles, DeepNestingIsRefusedBeforeItIsBuilt) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string message =
+      error_of([&] { read_tokenizer_json_text(deep, "out/ckpt.safetensors's tokenizer"); });
+  EXPECT_NE(message.find("out/ckpt.safetensors's tokenizer nests its JSON more than 128 levels"),
+            std::string::npos)
+      << message;
+  // 128 levels are read (as HF reads them): the file is refused for what it is, not its depth.
+  const std::string shallow = std::string(127, '[') + "{}" + std::string(127, ']');
+  EXPECT_NE(error_of([&] { read_tokenizer_json_text(shallow, "x"); }).find("model is not a BPE"),
+            std::string::npos);
+}
+
+// Added tokens as HF tokenizers loads them (tests/tokenizer/test_gpt2_tokenizer.py compares the
+// ids with HF's): one with empty content is skipped; one spelled like a vocabulary token is that
+// token, with the vocabulary's id, and the merges still make it.
+TEST(TokenizerFiles, AddedTokensAreReadAsHfReadsThem) {
+  testing::TempDir dir;
+  const ByteLevelBpe trained(train_byte_level_bpe("ab ab ab abc abc", 300, 1));
+  const BpeDefinition& d = trained.definition();
+  const auto ab = std::find(d.tokens.begin(), d.tokens.end(), "ab");
+  ASSERT_NE(ab, d.tokens.end());
+  const TokenId ab_id = TokenId(ab - d.tokens.begin());
+  const auto with_added = [&](const std::string& content, size_t id) {
+    nlohmann::json file = nlohmann::json::parse(tokenizer_json_text(d));
+    file["added_tokens"].push_back({{"id", id}, {"content", content}, {"special", true}});
+    return load_tokenizer(dir.write("tokenizer.json", file.dump()));
+  };
+  const std::string text = "xab abc<|endoftext|>ab";
+  const ByteLevelBpe empty = with_added("", d.tokens.size());
+  EXPECT_EQ(empty.vocab_size(), trained.vocab_size());
+  EXPECT_EQ(empty.encode(text, true), trained.encode(text, true));
+  const ByteLevelBpe spelled_alike = with_added("ab", d.tokens.size());
+  EXPECT_EQ(spelled_alike.special_token("ab"), ab_id);
+  EXPECT_EQ(spelled_alike.encode("xab", true),
+            (std::vector<TokenId>{trained.encode("x")[0], ab_id}));
+  EXPECT_EQ(spelled_alike.encode(" abc"), trained.encode(" abc"));  // merges reach "ab" still
+  // A definition made otherwise, with an empty special token, encodes too (it matched at every
+  // place and encode never moved on).
+  BpeDefinition with_empty = d;
+  with_empty.tokens.push_back("");
+  with_empty.used.push_back(true);
+  with_empty.specials.push_back(TokenId(with_empty.tokens.size() - 1));
+  const ByteLevelBpe guarded(with_empty);
+  EXPECT_EQ(guarded.encode(text, true), trained.encode(text, true));
+  EXPECT_EQ(guarded.last_safe_cut(text), trained.last_safe_cut(text));
 }
 
 // A tokenizer.json written by folio reads back as the same tokenizer, for GPT-2's pattern (a

@@ -107,12 +107,19 @@ ByteLevelBpe::ByteLevelBpe(BpeDefinition definition)
       pretokenizer_(pretokenizer_of(definition_)),
       instance_(next_instance++) {
   const BpeDefinition& d = definition_;
+  // The ids of the texts that bytes and merges make. Where an added (special) token is spelled
+  // like another token of the vocabulary, the vocabulary's: HF's BPE keeps its vocabulary apart
+  // from the added tokens.
+  std::vector<bool> special(d.tokens.size(), false);
+  for (TokenId id : d.specials) special[id] = true;
   std::unordered_map<std::string, TokenId> ids;
   for (TokenId id = 0; id < d.tokens.size(); ++id)
-    if (d.used[id]) ids.emplace(d.tokens[id], id);
+    if (d.used[id] && !special[id]) ids.emplace(d.tokens[id], id);
   for (TokenId id : d.specials) {
-    special_texts_.emplace_back(d.tokens[id], id);
-    ids.erase(d.tokens[id]);  // "<|endoftext|>" as text is its 13 characters' tokens
+    ids.emplace(d.tokens[id], id);
+    // An empty special token would match at every place, and next_special's scan would never
+    // move on (tokenizer files skip it, as HF does: this guards definitions made otherwise).
+    if (!d.tokens[id].empty()) special_texts_.emplace_back(d.tokens[id], id);
   }
   for (int b = 0; b < 256; ++b) {
     const auto found = ids.find(std::string(1, char(b)));

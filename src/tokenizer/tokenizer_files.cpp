@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer_files.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,10 +28,24 @@ namespace {
 constexpr const char* kCheckPath = "check the --tokenizer path and its permissions";
 constexpr uint64_t kMaxVocabulary = uint64_t(1) << 24;  // ids beyond are a damaged file
 
+// As serde_json (which HF tokenizers reads with) allows. A tokenizer file nests 4 deep; far
+// deeper nesting is a damaged or hostile file, and copying or comparing it would recurse once a
+// level until the stack overflows.
+constexpr int kMaxJsonDepth = 128;
+
 // `source` names the text in errors (its path, or the checkpoint that stored it).
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  // The parser reports the depth of each value it starts: refused there, before the document
+  // is built.
+  const auto refuse_deep = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    if (depth >= kMaxJsonDepth && (event == nlohmann::json::parse_event_t::object_start ||
+                                   event == nlohmann::json::parse_event_t::array_start))
+      throw Error(source + " nests its JSON more than " + std::to_string(kMaxJsonDepth) +
+                  " levels deep, which no tokenizer does: pass a tokenizer's own file, unedited");
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, refuse_deep);
   } catch (const nlohmann::json::exception& error) {
     throw Error(source + " is not valid JSON (" + error.what() +
                 "): pass a tokenizer's own file, unedited");
@@ -115,6 +130,59 @@ BpeDefinition read_vocab_and_merges(const std::string& vocab_json, const std::st
 
 namespace {
 
+// object[key] by reference, or null where it is absent: value() would copy it (the vocabulary's
+// 50,257 entries), and operator[] on a const json without the key is undefined behaviour.
+const nlohmann::json& member(const nlohmann::json& object, const char* key) {
+  static const nlohmann::json absent;
+  const auto found = object.find(key);  // end() for a value that is not an object
+  return found != object.end() ? *found : absent;
+}
+
+// The added tokens as HF tokenizers reads them, into `d` after its vocabulary (`vocab`, the
+// file's object from token to id):
+//   - one with empty content is skipped, as HF's AddedVocabulary skips it (it would match at
+//     every place in a text);
+//   - one spelled like a vocabulary token is that token: HF gives it the vocabulary's id,
+//     whatever id the file says;
+//   - any other takes its id, which no other token may have;
+//   - a repeat is read once.
+// HF's lstrip, rstrip and single_word change where an added token matches; folio matches the
+// token's text alone, so a file that sets them is refused rather than encoded otherwise than HF.
+void read_added_tokens(const nlohmann::json& added_tokens, const nlohmann::json& vocab,
+                       BpeDefinition& d) {
+  for (const nlohmann::json& added : added_tokens) {
+    const auto text = added.at("content").get<std::string>();
+    if (text.empty()) continue;
+    for (const char* flag : {"lstrip", "rstrip", "single_word"})
+      if (added.value(flag, false))
+        throw Error(d.source + ": the added token '" + printable(text) + "' has \"" + flag +
+                    "\": true, which changes where HF matches it and folio does not implement: "
+                    "pass a tokenizer.json whose added tokens have lstrip, rstrip and single_word "
+                    "false");
+    // is_number_unsigned first: get<size_t> of -1.5 or 1e30 is a cast C++ leaves undefined
+    if (!added.at("id").is_number_unsigned())
+      throw Error(d.source + ": the id of the added token '" + printable(text) +
+                  "' is not a whole number from 0");
+    uint64_t id = added.at("id").get<uint64_t>();
+    if (const auto in_vocab = vocab.find(text); in_vocab != vocab.end()) {
+      id = in_vocab->get<uint64_t>();
+    } else {
+      if (id >= kMaxVocabulary)
+        throw Error(d.source + ": the id of the added token '" + printable(text) +
+                    "' is over 16 million");
+      if (id < d.tokens.size() && d.used[id] && d.tokens[id] != text)
+        throw Error(d.source + ": id " + std::to_string(id) + " is given to the added token '" +
+                    printable(text) + "' and to the token '" + printable(d.tokens[id]) +
+                    "': give the added token an id of its own");
+      if (id >= d.tokens.size()) d.tokens.resize(id + 1), d.used.resize(id + 1);
+    }
+    d.tokens[id] = text;  // added tokens are plain text, not in the byte alphabet
+    d.used[id] = true;
+    if (std::find(d.specials.begin(), d.specials.end(), TokenId(id)) == d.specials.end())
+      d.specials.push_back(TokenId(id));
+  }
+}
+
 BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& path) {
   BpeDefinition d;
   d.source = path;
@@ -124,50 +192,43 @@ BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& p
                  "; folio reads byte-level BPE tokenizers (GPT-2's kind): pass another "
                  "tokenizer.json, or a folder with encoder.json + vocab.bpe");
   };
-  const nlohmann::json model = file.value("model", nlohmann::json());
+  const nlohmann::json& model = member(file, "model");
   if (!model.is_object() || model.value("type", "BPE") != "BPE" || !model.contains("merges"))
     throw refuse("its model is not a BPE");
-  if (!model.value("continuing_subword_prefix", nlohmann::json("")).is_null() &&
-      !model.value("continuing_subword_prefix", nlohmann::json("")).get<std::string>().empty())
-    throw refuse("its BPE has a continuing_subword_prefix");
-  if (!model.value("end_of_word_suffix", nlohmann::json("")).is_null() &&
-      !model.value("end_of_word_suffix", nlohmann::json("")).get<std::string>().empty())
-    throw refuse("its BPE has an end_of_word_suffix");
-  if (!file.value("normalizer", nlohmann::json()).is_null()) throw refuse("it has a normalizer");
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const nlohmann::json& value = member(model, affix);
+    if (!value.is_null() && !value.get<std::string>().empty())
+      throw refuse("its BPE sets " + std::string(affix));
+  }
+  if (!member(file, "normalizer").is_null()) throw refuse("it has a normalizer");
 
   // The pre-tokenizer: ByteLevel with its own (GPT-2's) regex, or a regex Split followed by a
   // ByteLevel without one (the GPT-4 / Llama 3 layout).
-  const nlohmann::json pre = file.value("pre_tokenizer", nlohmann::json());
+  const nlohmann::json& pre = member(file, "pre_tokenizer");
   const auto byte_level = [&](const nlohmann::json& p, bool with_regex) {
     if (!p.is_object() || p.value("type", "") != "ByteLevel") return false;
     if (p.value("add_prefix_space", false))
       throw refuse("its ByteLevel pre-tokenizer adds a prefix space, which folio does not");
     return p.value("use_regex", true) == with_regex;
   };
+  const nlohmann::json& sequence = member(pre, "pretokenizers");
   if (byte_level(pre, true)) {
     d.pattern = kGpt2Pattern;
-  } else if (pre.is_object() && pre.value("type", "") == "Sequence" &&
-             pre.value("pretokenizers", nlohmann::json()).size() == 2 &&
-             pre["pretokenizers"][0].value("type", "") == "Split" &&
-             pre["pretokenizers"][0].value("behavior", "") == "Isolated" &&
-             !pre["pretokenizers"][0].value("invert", false) &&
-             pre["pretokenizers"][0].value("pattern", nlohmann::json()).contains("Regex") &&
-             byte_level(pre["pretokenizers"][1], false)) {
-    // (value() and at(), not operator[]: on a const json a missing key is undefined behaviour)
-    d.pattern = pre["pretokenizers"][0].at("pattern").at("Regex").get<std::string>();
+  } else if (pre.is_object() && pre.value("type", "") == "Sequence" && sequence.is_array() &&
+             sequence.size() == 2 && sequence[0].value("type", "") == "Split" &&
+             sequence[0].value("behavior", "") == "Isolated" &&
+             !sequence[0].value("invert", false) &&
+             member(sequence[0], "pattern").contains("Regex") && byte_level(sequence[1], false)) {
+    d.pattern = sequence[0].at("pattern").at("Regex").get<std::string>();
   } else {
     throw refuse("its pre-tokenizer is not ByteLevel");
   }
   d.ignore_merges = model.value("ignore_merges", false);
 
+  const nlohmann::json& added_tokens = member(file, "added_tokens");
   std::set<std::string> added_texts;
-  for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array()))
-    added_texts.insert(added.value("content", ""));
-  // found, not model["vocab"] (undefined on a const json without it) nor value() (a copy of
-  // 50,257 entries): read_vocab refuses the null that stands for a missing one
-  const auto found_vocab = model.find("vocab");
-  const nlohmann::json no_vocab;
-  const nlohmann::json& vocab = found_vocab != model.end() ? *found_vocab : no_vocab;
+  for (const nlohmann::json& added : added_tokens) added_texts.insert(added.value("content", ""));
+  const nlohmann::json& vocab = member(model, "vocab");  // read_vocab refuses a missing one
   read_vocab(vocab, added_texts, d);
   const auto ids = ids_by_text(vocab);
   for (const nlohmann::json& merge : model.at("merges")) {
@@ -178,18 +239,7 @@ BpeDefinition parse_tokenizer_json(const std::string& text, const std::string& p
     else
       throw refuse("a merge is neither \"a b\" nor [\"a\", \"b\"]");
   }
-  for (const nlohmann::json& added : file.value("added_tokens", nlohmann::json::array())) {
-    // is_number_unsigned first: get<size_t> of -1.5 or 1e30 is a cast C++ leaves undefined
-    if (!added.at("id").is_number_unsigned())
-      throw refuse("an added token's id is not a whole number from 0");
-    const auto id = added.at("id").get<uint64_t>();
-    if (id >= kMaxVocabulary) throw refuse("an added token's id is over 16 million");
-    const auto text = added.at("content").get<std::string>();
-    if (id >= d.tokens.size()) d.tokens.resize(id + 1), d.used.resize(id + 1);
-    d.tokens[id] = text;  // added tokens are plain text, not in the byte alphabet
-    d.used[id] = true;
-    d.specials.push_back(TokenId(id));
-  }
+  read_added_tokens(added_tokens, vocab, d);
   return d;
 }
 

@@ -154,9 +154,29 @@ compare("encode, HF loading the tokenizer.json folio wrote for cl100k's pattern"
         written.encode(ref.END_OF_TEXT.join(texts)).ids, expected,
         split_hf.token_to_id(ref.END_OF_TEXT))
 
+# 7. Added tokens HF loads in its own way: one with empty content is skipped; one spelled like a
+# vocabulary token ("ab", 397) takes the vocabulary's id whatever id the file gives it, and the
+# text around it is split there (the merges still make "ab" inside " abc"), and so for one with
+# the vocabulary's own id ("a", 64). folio's ids are HF's.
+with open(os.path.join(work, "tokenizer.json"), encoding="utf-8") as f:
+    gpt2_json = json.load(f)
+sample = ("xaby abc ab a cat<|endoftext|>ab\n" + shakespeare[:3000]).encode("utf-8")
+for content, token_id in (("", 50257), ("ab", 50257), ("a", 64)):
+    variant = dict(gpt2_json, added_tokens=gpt2_json["added_tokens"] + [
+        {"id": token_id, "content": content, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": True}])
+    path = os.path.join(work, "added.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(variant, f)
+    got = json.loads(run_folio(path, sample))
+    expected = Tokenizer.from_file(path).encode(sample.decode("utf-8")).ids
+    if got != expected:
+        failures.append(f"the added token {content!r} (id {token_id}): folio {got[:16]}... != "
+                        f"HF {expected[:16]}...")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
 print(f"folio = tiktoken = HF tokenizers on {len(TEXTS)} hostile texts, {len(BYTES)} invalid "
       "UTF-8 byte strings and tiny-Shakespeare, from 3 file layouts, and with cl100k's pattern "
-      "from a tokenizer.json, read and written")
+      "from a tokenizer.json, read and written; added tokens read as HF reads them")
