@@ -355,6 +355,21 @@ TEST(TokenData, ACorpusReadAPieceAtATimeGivesTheIdsOfTheWholeText) {
   }
 }
 
+// A cut that falls inside the <|endoftext|> after a document moves to its end: cut there, the
+// token was in neither split (three of its bytes in train, the rest in val).
+TEST(TokenData, ACutInsideASeparatorMovesToItsEnd) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.file("docs"));
+  const std::string first = std::string(100, 'a'), second = std::string(80, 'b');
+  dir.write("docs/1.txt", first);
+  dir.write("docs/2.txt", second);
+  const CorpusReader corpus(dir.file("docs"));
+  ASSERT_EQ(corpus.size(), 2 * 13 + 180u);
+  EXPECT_EQ(corpus_character_cut(corpus, 0.5, 64), 113u);    // half of 206 is 103, inside
+  EXPECT_EQ(corpus_character_cut(corpus, 0.3, 64), 61u);     // in a document: where it falls
+  EXPECT_EQ(corpus_character_cut(corpus, 0.486, 64), 100u);  // at its start: val begins with it
+}
+
 TEST(TokenData, AFolderNeedsBothSplitsAndOneTokenizer) {
   testing::TempDir dir;
   const Tokenizer tokenizer = bytes_only_bpe();

@@ -57,6 +57,15 @@ std::string CorpusReader::path_of(size_t k) const {
   return folder_.empty() ? name : (fs::path(folder_) / name).string();
 }
 
+uint64_t CorpusReader::past_separator(uint64_t offset) const {
+  if (!separated_ || offset >= size_) return offset;
+  // Document k holds `offset`; its separator is the last bytes before starts_[k + 1].
+  const size_t k =
+      size_t(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin()) - 1;
+  const uint64_t separator_start = starts_[k + 1] - kSeparator.size();
+  return offset > separator_start ? starts_[k + 1] : offset;
+}
+
 void CorpusReader::read(uint64_t offset, size_t count, std::string& out) const {
   const uint64_t separator = separated_ ? kSeparator.size() : 0;
   // The document that holds `offset`, then on through the documents until `count` is read.

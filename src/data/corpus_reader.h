@@ -21,6 +21,9 @@ class CorpusReader {
   uint64_t size() const { return size_; }
   // Appends bytes [offset, offset + count) of the corpus to `out` (fewer at its end).
   void read(uint64_t offset, size_t count, std::string& out) const;
+  // `offset`, or where it falls inside a separator, the end of that separator: a cut there
+  // would leave <|endoftext|> to neither side of it.
+  uint64_t past_separator(uint64_t offset) const;
 
  private:
   // Document k: the file named names_[name_starts_[k], name_starts_[k + 1]) in folder_ (folder_

@@ -56,7 +56,7 @@ uint64_t corpus_character_cut(const CorpusReader& corpus, double fraction, size_
     const bool at_end = offset + text.size() == corpus.size();
     offset += step_characters(text, 0, at_end, [&] { return k++ < cut; });
   }
-  return offset;
+  return corpus.past_separator(offset);
 }
 
 void tokenize_corpus(const CorpusReader& corpus, uint64_t begin, uint64_t end,

@@ -20,10 +20,11 @@ class CorpusReader;
 constexpr size_t kCorpusPieceBytes = size_t(64) << 20;
 
 // The byte offset that ends the first `fraction` of the characters of the corpus (an invalid
-// byte counts as one character): nanoGPT's prepare.py cuts the decoded text there. It reads the
-// corpus through once, about `piece_bytes` at a time, counting its characters and keeping where
-// each piece began, then steps from the last such place to the cut. `on_bytes` hears the bytes
-// counted so far.
+// byte counts as one character): nanoGPT's prepare.py cuts the decoded text there. A cut inside
+// the <|endoftext|> after a document of a folder moves to its end (the token stays with train).
+// It reads the corpus through once, about `piece_bytes` at a time, counting its characters and
+// keeping where each piece began, then steps from the last such place to the cut. `on_bytes`
+// hears the bytes counted so far.
 uint64_t corpus_character_cut(const CorpusReader& corpus, double fraction, size_t piece_bytes,
                               const std::function<void(uint64_t bytes_done)>& on_bytes = {});
 
