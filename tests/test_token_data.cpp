@@ -403,6 +403,10 @@ TEST(TokenData, AFolderNeedsBothSplitsAndOneTokenizer) {
   EXPECT_NO_THROW(load_dataset(folder, 0.9, ""));
   const std::string other_file = dir.write("other.json", other.tokenizer_json());
   EXPECT_NE(load_error(other_file).find("is not the tokenizer"), std::string::npos);
+  // A folder that folio prepare was replacing the files of when it stopped is refused.
+  dir.write("tokens/.folio_prepare_incomplete", "");
+  EXPECT_NE(load_error("").find("is incomplete"), std::string::npos);
+  std::filesystem::remove(folder + "/.folio_prepare_incomplete");
   // Ids beyond the tokenizer: the file is named.
   const std::vector<uint32_t> beyond = {300};
   write_token_file(folder + "/val.bin", TokenFileLayout::kRawUint16, beyond, 301);

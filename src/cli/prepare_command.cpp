@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -45,11 +46,8 @@ class SplitFiles {
   }
 
   // The last shard, then the raw file (for vocabularies that fit uint16); the number of ids.
-  // Shards of an earlier, longer run into the same folder go: they would read as part of this one.
   size_t finish() {
     if (!pending_.empty()) write_shard();
-    for (size_t stale = shards_.size(); fs::remove(shard_path(stale)); ++stale) {
-    }
     if (vocab_ <= 65536) {
       write_file_atomically(out_ + "/" + split_ + ".bin", [&](AtomicFileWriter& raw) {
         std::string bytes;
@@ -95,6 +93,55 @@ class SplitFiles {
   size_t tokens_ = 0;
 };
 
+// Where the new files are written until all are: a hidden folder inside --out, so on its file
+// system, where moving a file is a rename. An interrupted prepare leaves it (the next removes it)
+// and the folder's old files as they were.
+constexpr const char* kStagingFolder = ".folio_prepare_partial";
+
+// The files a prepare writes, and so replaces: train.bin, val.bin, train_NNNNNN.bin,
+// val_NNNNNN.bin and tokenizer.json.
+bool is_prepare_output(const std::string& name) {
+  static const std::regex token_file("(train|val)(_[0-9]+)?\\.bin");
+  return name == "tokenizer.json" || std::regex_match(name, token_file);
+}
+
+// Replaces the prepare files of `out` by those in `staging`: the old all go (an earlier prepare's
+// shards beyond this one's count, and its train.bin/val.bin where this vocabulary has none), the
+// new are moved in. While that is under way the folder holds the incomplete-marker, which the
+// token-folder reader refuses (data/token_shards.h): killed then, the folder says so rather than
+// be read as a mix of two preparations.
+void replace_prepare_files(const fs::path& out, const fs::path& staging) {
+  const fs::path marker = out / kPrepareIncompleteMarker;
+  write_whole_file(marker.string(),
+                   "folio prepare was replacing the token files of this folder and stopped: rerun "
+                   "it\n");
+  std::vector<fs::path> old;
+  for (const auto& entry : fs::directory_iterator(out))
+    if (entry.is_regular_file() && is_prepare_output(entry.path().filename().string()))
+      old.push_back(entry.path());
+  for (const fs::path& path : old) fs::remove(path);
+  for (const auto& entry : fs::directory_iterator(staging))
+    fs::rename(entry.path(), out / entry.path().filename());
+  fs::remove(staging);
+  fs::remove(marker);
+}
+
+// --out inside (or equal to) a --data folder: the next prepare would read its own token files as
+// documents.
+bool is_inside(const fs::path& path, const fs::path& folder) {
+  // Canonical, without a trailing '/' (its "" element would differ); as given if unreadable.
+  const auto absolute = [](const fs::path& p) {
+    std::error_code unreadable;
+    fs::path canonical = fs::weakly_canonical(p, unreadable);
+    if (unreadable) canonical = fs::absolute(p).lexically_normal();
+    return canonical.has_filename() ? canonical : canonical.parent_path();
+  };
+  const fs::path inner = absolute(path), outer = absolute(folder);
+  const auto [end_of_outer, _] =
+      std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return end_of_outer == outer.end();
+}
+
 }  // namespace
 
 int prepare_command(Arguments& arguments) {
@@ -104,8 +151,9 @@ int prepare_command(Arguments& arguments) {
            "                     [--val_fraction 0.1] [--shard_tokens 100000000] [--threads N]\n\n"
            "Tokenises the text once, on all cores. FILE is one text; DIR is a folder of texts,\n"
            "each a document followed by <|endoftext|>. The first 90% of the characters become\n"
-           "the train split and the rest val (as nanoGPT's prepare.py cuts them). Writes into\n"
-           "the --out folder:\n"
+           "the train split and the rest val (as nanoGPT's prepare.py cuts them; a cut inside\n"
+           "an <|endoftext|> moves to its end). Writes into the --out folder (not inside DIR),\n"
+           "replacing what an earlier prepare wrote there once the new files are all written:\n"
            "  train.bin, val.bin              nanoGPT's layout: raw uint16 token ids\n"
            "  train_000000.bin, ...,          llm.c's shards: a 256-int32 header (magic 20240520,\n"
            "  val_000000.bin                  version 1, token count), then uint16 ids; over\n"
@@ -125,11 +173,18 @@ int prepare_command(Arguments& arguments) {
     throw UsageError("folio prepare needs --data FILE|DIR --tokenizer gpt2|FILE|DIR --out DIR");
   const double val_fraction =
       val_text ? parse_double_option("val_fraction", *val_text, 0, 0.9) : 0.1;
+  if (val_fraction == 0)
+    throw UsageError(
+        "--val_fraction 0 leaves the val split empty, and folio prepare writes both "
+        "splits: give a fraction above 0 (0.1 if not given)");
   const size_t shard_tokens =
       shard_text ? size_t(parse_int_option("shard_tokens", *shard_text, 1, INT32_MAX))
                  : size_t(100'000'000);
   const int threads = parse_threads_option(threads_text);
 
+  if (fs::is_directory(*data) && is_inside(*out, *data))
+    throw UsageError("--out " + *out + " is inside the --data folder " + *data +
+                     ", whose files are all read as documents: give --out a folder outside it");
   const ByteLevelBpe tokenizer = load_tokenizer(*spec);
   const CorpusReader corpus(*data);
   if (corpus.size() == 0) throw Error(*data + " is empty: prepare a text with some text in it");
@@ -149,15 +204,20 @@ int prepare_command(Arguments& arguments) {
     throw Error("the " + std::string(cut == 0 ? "train" : "val") + " split of " + *data +
                 " has no tokens: give more text, or another --val_fraction");
 
+  // The new files go to the staging folder, then replace the old at once; after an error the
+  // staging folder goes and --out is as it was.
+  const fs::path staging = fs::path(*out) / kStagingFolder;
+  fs::remove_all(staging);  // an interrupted prepare's
+  make_output_folder(staging.string(), "--out DIR");
   const size_t vocab = tokenizer.vocab_size();
   size_t counts[2] = {0, 0};
-  {
+  try {
     TaskProgress progress("tokenising " + name, double(corpus.size()), "bytes",
                           StatusLine::standard_error());
     const char* names[2] = {"train", "val"};
     const uint64_t bounds[3] = {0, cut, corpus.size()};
     for (int s = 0; s < 2; ++s) {
-      SplitFiles files(*out, names[s], shard_tokens, vocab);
+      SplitFiles files(staging.string(), names[s], shard_tokens, vocab);
       tokenize_corpus(
           corpus, bounds[s], bounds[s + 1], tokenizer, threads, kCorpusPieceBytes,
           [&](std::vector<TokenId>&& ids) { files.add(ids); },
@@ -165,8 +225,14 @@ int prepare_command(Arguments& arguments) {
       counts[s] = files.finish();
     }
     progress.finish();
+    write_whole_file((staging / "tokenizer.json").string(),
+                     tokenizer_json_text(tokenizer.definition()));
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    throw;
   }
-  write_whole_file(*out + "/tokenizer.json", tokenizer_json_text(tokenizer.definition()));
+  replace_prepare_files(*out, staging);
   std::fprintf(stderr, "folio: %zu train and %zu val tokens (vocabulary %zu) in %s\n", counts[0],
                counts[1], vocab, out->c_str());
   return 0;

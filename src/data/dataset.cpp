@@ -63,6 +63,10 @@ Tokenizer folder_tokenizer(const std::string& dir, const std::string& spec,
 }
 
 Dataset load_token_folder(const std::string& dir, const std::string& spec, const Tokenizer* model) {
+  if (fs::exists(fs::path(dir) / kPrepareIncompleteMarker))
+    throw Error("the token folder " + dir + " is incomplete (it holds " + kPrepareIncompleteMarker +
+                "): a folio prepare stopped while it replaced the files there; rerun it (folio "
+                "prepare ... --out DIR)");
   const bool shards = !shard_paths(dir, "train").empty() || !shard_paths(dir, "val").empty();
   const std::vector<std::string> train = split_files(dir, "train", shards);
   const std::vector<std::string> val = split_files(dir, "val", shards);

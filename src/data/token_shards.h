@@ -25,6 +25,11 @@ inline constexpr int32_t kShardMagicUint32 = 20240801;
 inline constexpr int32_t kShardVersionUint32 = 7;
 inline constexpr size_t kShardHeaderInts = 256;
 
+// The file `folio prepare` puts in its --out folder while it replaces the token files there (in
+// a few renames, after writing the new ones aside): a folder that holds it is a mix of two
+// preparations, and reading it as token files is refused.
+inline constexpr const char* kPrepareIncompleteMarker = ".folio_prepare_incomplete";
+
 enum class TokenFileLayout { kRawUint16, kShard };
 
 // Writes `ids` (all below `vocab_size`) in `layout`; a raw uint16 file for a vocabulary over

@@ -3,10 +3,13 @@ the train and val text (cut as nanoGPT's prepare.py cuts it); a folder is docume
 <|endoftext|>; and `--tokenizer gpt2` without the network says so and what to pass instead.
 
 usage: test_token_datasets.py FOLIO DATA WORKDIR"""
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_reference as ref  # noqa: E402
@@ -102,16 +105,27 @@ cached = subprocess.run([folio, "tokenize", "--tokenizer", "gpt2"], input="Hello
 if cached.stdout.strip() != "[15496, 995]":
     failures.append(f"gpt2 from the cache: {cached.stdout!r} {cached.stderr!r}")
 
-# 4. Bad requests: one error line each.
+# 4. Bad requests: one error line each, and no --out folder made for them. --out inside --data
+# would be read as documents by the next prepare; --val_fraction 0 has no val split to write.
+never_made = os.path.join(work, "never_made")
 for args, words in ((["--data", data, "--tokenizer", os.path.join(work, "absent"), "--out", out],
                      "neither gpt2"),
                     (["--data", os.path.join(work, "absent.txt"), "--tokenizer", gpt2_dir, "--out",
                       out], "cannot read"),
-                    (["--data", data, "--tokenizer", gpt2_dir], "--out")):
+                    (["--data", data, "--tokenizer", gpt2_dir], "--out"),
+                    (["--data", docs, "--tokenizer", gpt2_dir, "--out", docs + "/"],
+                     "inside the --data folder"),
+                    (["--data", docs, "--tokenizer", gpt2_dir, "--out",
+                      os.path.join(docs, "..", "docs", "tokens")], "inside the --data folder"),
+                    (["--data", data, "--tokenizer", gpt2_dir, "--out", never_made,
+                      "--val_fraction", "0"], "--val_fraction 0 leaves the val split empty")):
     bad = prepare(*args)
     lines = bad.stderr.strip().splitlines()
     if bad.returncode == 0 or len(lines) != 1 or words not in lines[0]:
         failures.append(f"prepare {args}: expected one error with '{words}', got {bad.stderr!r}")
+for made in (never_made, os.path.join(docs, "tokens")):
+    if os.path.exists(made):
+        failures.append(f"a refused prepare made {made}")
 
 # 5. The files decode back to the text (`folio tokenize --decode --data FILE.bin` reads them
 # through the memory-mapping reader), and damaged ones get one error naming the file and the fix.
@@ -146,9 +160,72 @@ for name, (payload, tokenizer, words) in damaged.items():
         failures.append(f"{name}: expected one error naming the file, '{words}' and the fix, got "
                         f"{bad.stderr!r}")
 
+# 6. Preparing again into the same folder: a prepare killed part way leaves the earlier files as
+# they were (the new ones are written aside, then moved in); one that finishes leaves only its
+# own. The second tokenizer has over 65,536 ids (GPT-2's plus an added token with id 65,536), so
+# it writes uint32 shards and no train.bin/val.bin: the first prepare's must go.
+def snapshot(folder):
+    files = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                files[name] = f.read()
+    return files
+
+
+def prepare_wide_tokenizer():
+    with open(os.path.join(work, "tokenizer.json"), encoding="utf-8") as f:
+        wide = json.load(f)
+    wide["added_tokens"].append({"id": 65536, "content": "<|wide|>", "special": True})
+    path = os.path.join(work, "wide.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(wide, f)
+    return path
+
+
+again = os.path.join(work, "again")
+first = prepare("--data", data, "--tokenizer", gpt2_dir, "--out", again, "--shard_tokens",
+                "100000")
+before = snapshot(again)
+big = os.path.join(work, "big.txt")
+with open(big, "w", encoding="utf-8") as f:
+    f.write(text * 8)
+wide_tokenizer = prepare_wide_tokenizer()
+second = subprocess.Popen([folio, "prepare", "--data", big, "--tokenizer", wide_tokenizer, "--out",
+                           again, "--shard_tokens", "1000", "--threads", "1"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def signature(folder):  # what tells, cheaply, that a file of the folder was written
+    return {entry.name: (entry.inode(), entry.stat().st_size, entry.stat().st_mtime_ns)
+            for entry in os.scandir(folder) if entry.is_file()}
+
+
+# Killed once it has written a few of its ~2,700 shards, wherever it put them.
+unchanged = signature(again)
+deadline = time.time() + 60
+while second.poll() is None and time.time() < deadline:
+    if (sum(name.endswith(".bin") for root, _, names in os.walk(again) if root != again
+            for name in names) >= 3 or signature(again) != unchanged):
+        break
+    time.sleep(0.002)
+second.kill()
+second.wait()
+if first.returncode != 0 or second.returncode != -signal.SIGKILL:
+    failures.append(f"an interrupted prepare: the first failed ({first.stderr!r}), or the second "
+                    f"ended before it was killed ({second.returncode})")
+elif snapshot(again) != before:
+    failures.append("a prepare killed part way changed the files of the folder it was replacing")
+finished = prepare("--data", data, "--tokenizer", wide_tokenizer, "--out", again)
+left = sorted(os.listdir(again))
+if finished.returncode != 0 or left != ["tokenizer.json", "train_000000.bin", "val_000000.bin"]:
+    failures.append(f"prepare again with a uint32 vocabulary: expected only its shards and "
+                    f"tokenizer.json in the folder, found {left} ({finished.stderr.strip()})")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
 print(f"train.bin/val.bin and llm.c shards = tiktoken's ids ({len(expected['train'])} + "
       f"{len(expected['val'])} tokens) and decode to the text; documents; gpt2 cache and offline "
-      "error; damaged token files refused")
+      "error; damaged token files refused; an interrupted prepare leaves the folder as it was")
