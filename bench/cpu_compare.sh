@@ -7,7 +7,7 @@
 # best dtype against PyTorch's best mode. Prints the table of the README's "Performance on CPU" (every run: docs/performance_cpu.md):
 #   bench/cpu_compare.sh [THREADS] [CONFIGS...]   (default: all cores; tiny baby shakespeare_char)
 # ROUNDS=3; STAT=ms_per_step (each run's median step), ms_per_step_min (its fastest step), or
-# cpu_ms_per_step (the median step's CPU time, all threads: with THREADS=1 on a machine shared with
+# cpu_ms_per_step (the median of the steps' CPU times, all threads: with THREADS=1 on a machine shared with
 # other work, what the step costs on a core of its own). Needs ./build/folio.
 # FOLIO_BEFORE=path/to/an/older/folio also times that binary in every round, beside ./build/folio,
 # and prints a line per config with both and their ratio: a change measured side by side.

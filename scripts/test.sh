@@ -10,6 +10,15 @@
 # group of skipped tests with its reason, and end with `N passed, N failed, N skipped`; the exit
 # status is non-zero when anything failed (ctest, the fuzzers or the sanitizers).
 set -euo pipefail
+# A FOLIO_TEST_DATA relative to where the script was called from (not to the repository root).
+if [ -n "${FOLIO_TEST_DATA:-}" ]; then
+  if [ ! -f "$FOLIO_TEST_DATA" ]; then
+    echo "folio tests: FOLIO_TEST_DATA=$FOLIO_TEST_DATA is not a file: point it at a text" \
+         "(tiny-Shakespeare's input.txt), or unset it to fetch that" >&2
+    exit 1
+  fi
+  FOLIO_TEST_DATA="$(realpath "$FOLIO_TEST_DATA")"
+fi
 cd "$(dirname "$0")/.."
 fuzz_seconds="${FOLIO_FUZZ_SECONDS:-20}"
 ctest_args=()

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -36,8 +37,12 @@ struct BenchResult {
   std::string device, description;
   int threads = 0;
   size_t parameters = 0;
-  double median_ms = 0, fastest_ms = 0, median_cpu_ms = 0, tokens_per_step = 0, flops_per_token = 0, peak_flops = 0;
+  // Of the timed steps: the median, the fastest and the mean wall-clock time; the median CPU
+  // time (process_cpu_ms, sorted on its own).
+  double median_ms = 0, fastest_ms = 0, mean_ms = 0, median_cpu_ms = 0;
+  double tokens_per_step = 0, flops_per_token = 0, peak_flops = 0;
   double rss_before_backend_mib = 0;  // the program and its libraries, before any tensor
+  double peak_rss_mib = 0;            // at the end of the timed steps (before any peak probe)
   bool graph = false;
   int batch_split_ways = 1;  // TrainingStep::batch_split_ways
   std::map<std::string, OpTime> profile;  // with --profile: the timed steps' time per op kind
@@ -50,6 +55,14 @@ double process_cpu_ms() {
   timespec now{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
   return 1e3 * static_cast<double>(now.tv_sec) + 1e-6 * static_cast<double>(now.tv_nsec);
+}
+
+// The middle value, or the mean of the two middle ones (the upper one alone, with two steps,
+// had been the slower).
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
 }
 
 // The process's peak resident memory so far (getrusage's ru_maxrss is in KiB on Linux).
@@ -119,8 +132,6 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
     progress.advance();
   }
   progress.finish();
-  std::sort(step_ms.begin(), step_ms.end());
-  std::sort(step_cpu_ms.begin(), step_cpu_ms.end());
 
   BenchResult result;
   result.rss_before_backend_mib = rss_before_backend;
@@ -128,15 +139,18 @@ BenchResult time_training_steps(const Config& config, const BackendOptions& opti
   result.description = backend->description();
   result.threads = backend->threads();
   result.parameters = model.parameter_count();
-  result.median_ms = step_ms[step_ms.size() / 2];
-  result.fastest_ms = step_ms.front();
-  result.median_cpu_ms = step_cpu_ms[step_cpu_ms.size() / 2];
+  result.mean_ms = std::accumulate(step_ms.begin(), step_ms.end(), 0.0) / double(step_ms.size());
+  result.median_ms = median(step_ms);
+  result.fastest_ms = *std::min_element(step_ms.begin(), step_ms.end());
+  result.median_cpu_ms = median(step_cpu_ms);
   result.tokens_per_step = static_cast<double>(training.split().global_windows()) *
                            config.block_size;
   result.flops_per_token = training_flops_per_token(model.shape(), model.parameter_count());
   result.graph = graph;
   result.batch_split_ways = training.batch_split_ways();
   if (profiler) result.profile = profiler->times();
+  // The step's memory, before the peak probe below allocates its own operands.
+  result.peak_rss_mib = peak_resident_mib();
   // A GPU's datasheet peak; a CPU's is measured: its best product speed in this dtype (mfu.h).
   result.peak_flops = backend->peak_flops();
   if (result.peak_flops <= 0) result.peak_flops = measure_matmul_flops(*backend);
@@ -169,7 +183,7 @@ nlohmann::json to_json(const std::string& config_name, const Config& config, int
     line["mfu"] = model_flops_utilization(tokens_per_s, r.flops_per_token, r.peak_flops);
   }
   line["dtype"] = config.dtype;
-  line["peak_rss_mib"] = peak_resident_mib();
+  line["peak_rss_mib"] = r.peak_rss_mib;
   // Of it, what the process held before the backend and the model: the program and the shared
   // libraries it loaded, the CUDA ones included in a build with CUDA (about 150 MiB, even when
   // the CPU runs the step), so that a step's own memory is the difference.
@@ -188,9 +202,12 @@ void print_profile(const BenchResult& r, int steps) {
   std::vector<std::pair<std::string, OpTime>> rows(r.profile.begin(), r.profile.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  const double step_ms = r.median_ms;
-  std::printf("\n%s: per op kind, ms per step (mean of %d timed steps; median step %.2f ms)\n\n",
-              r.description.c_str(), steps, step_ms);
+  // Every row is a mean over the timed steps, so the shares are of the mean step (of the
+  // median, "outside the ops" could read negative).
+  const double step_ms = r.mean_ms;
+  std::printf(
+      "\n%s: per op kind, ms per step (mean of %d timed steps: %.2f ms; median step %.2f ms)\n\n",
+      r.description.c_str(), steps, step_ms, r.median_ms);
   std::printf("| op | calls/step | ms/step | share | GFLOP/s |\n|---|---|---|---|---|\n");
   for (const auto& [kind, time] : rows) {
     const double ms = 1000.0 * time.seconds / steps;
@@ -212,7 +229,8 @@ struct Rung {
   bool graph;
 };
 
-int run_ladder(const std::string& config_name, const Config& config, int steps, int warmup) {
+int run_ladder(const std::string& config_name, const Config& config, int steps, int warmup,
+               int vocab_size) {
   if (config.device == "cpu" || !cuda_available())
     throw UsageError("--ladder measures a GPU's optimisations and needs one: none is visible");
   const Rung rungs[] = {
@@ -225,9 +243,12 @@ int run_ladder(const std::string& config_name, const Config& config, int steps, 
   };
   std::vector<BenchResult> results;
   for (const Rung& rung : rungs) {
-    results.push_back(time_training_steps(config, rung.options, rung.graph, steps, warmup));
+    results.push_back(time_training_steps(config, rung.options, rung.graph, steps, warmup,
+                                          /*profile=*/false, vocab_size));
     nlohmann::json line = to_json(config_name, config, steps, results.back());
     line["rung"] = rung.name;
+    line["dtype"] = rung.options.dtype;  // the rung's, not the config's
+    line["tf32"] = rung.options.tf32;
     std::cout << line.dump() << std::endl;
   }
   // MFU against one yardstick for every rung: the dense bf16 peak of the last (bf16) rung.
@@ -256,12 +277,13 @@ int bench_command(Arguments& arguments) {
            "[--warmup N] [--threads N] [--dtype fp32|bf16] [--graph=false] [--ladder] "
            "[--profile] [--vocab_size N] [--KEY=VALUE ...]\n\n"
            "Times training steps after a warm-up and prints one JSON line: config, "
-           "device, threads, ms_per_step (median), tokens_per_s, gflops, peak_tflops (the "
+           "device, threads, ms_per_step (the median step), tokens_per_s, gflops, peak_tflops (the "
            "device's matrix-product peak in the dtype; measured on a CPU), mfu (the share "
-           "of it the step keeps), peak_rss_mib, rss_before_backend_mib (the program and "
+           "of it the step keeps), peak_rss_mib (the process's peak after the timed steps; "
+           "in --ladder, of the rungs so far), rss_before_backend_mib (the program and "
            "its libraries), omp_wait_policy.\n--profile also prints "
            "the step's time per op kind (forward, backward, optimizer), each op waited "
-           "for.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
+           "for, as a mean over the timed steps.\nOn a GPU the step is recorded once as a CUDA graph and replayed "
            "(--graph=false issues it op by op). --ladder times the GPU's optimisations "
            "one at a time (fp32, TF32, bf16, fused attention, fused kernels, CUDA graph) "
            "and prints a table. --vocab_size sets the random tokens' vocabulary (default 65, "
@@ -275,23 +297,34 @@ int bench_command(Arguments& arguments) {
   if (auto v = arguments.take_int("warmup", 0, 1000000)) warmup = static_cast<int>(*v);
   int vocab_size = kVocabSize;  // random tokens of this vocabulary (GPT-2's: 50257)
   if (auto v = arguments.take_int("vocab_size", 1, 1 << 24)) vocab_size = static_cast<int>(*v);
-  const bool graph = !arguments.has("graph") || arguments.take_flag("graph");
+  const bool graph_given = arguments.has("graph");
+  const bool graph = !graph_given || arguments.take_flag("graph");
   const bool ladder = arguments.take_flag("ladder");
   const bool profile = arguments.take_flag("profile");
   Config config;
   arguments.collect([&] { config = load_config(config_name); });
   const std::vector<std::string> bench_options = {"config", "steps",   "warmup",     "graph",
                                                   "ladder", "profile", "vocab_size", "help"};
-  arguments.apply_config_keys(config, bench_options, "bench");
+  const std::vector<std::string> keys = arguments.apply_config_keys(config, bench_options, "bench");
+  // The ladder sets each rung's precision, fused kernels and graph itself: what would be
+  // silently overridden is refused.
+  if (ladder) {
+    for (const char* key : {"dtype", "tf32"})
+      if (std::find(keys.begin(), keys.end(), key) != keys.end())
+        arguments.problem(std::string("--ladder sets ") + key + " rung by rung: drop --" + key);
+    if (graph_given) arguments.problem("--ladder records the last rung as a graph: drop --graph");
+    if (profile)
+      arguments.problem("--ladder times six configurations, --profile one: give one of them");
+  }
   arguments.finish("bench", bench_options, false,
                    "the preset is named with --config NAME (e.g. --config tiny)");
   arguments.collect([&] { validate_config(config); });
   arguments.throw_problems();
-  if (ladder) return run_ladder(config_name, config, steps, warmup);
   if (config.grad_accum > 1)  // gpt2's step is 524,288 tokens: say so before minutes pass
     std::cerr << "folio bench: a step of " << config_name << " is " << config.grad_accum
               << " micro-batches (grad_accum) of " << config.batch_size << " x "
               << config.block_size << " tokens; --grad_accum=1 times one micro-batch\n";
+  if (ladder) return run_ladder(config_name, config, steps, warmup, vocab_size);
 
   const BenchResult result =
       time_training_steps(config, {config.dtype, config.tf32}, graph, steps, warmup, profile,

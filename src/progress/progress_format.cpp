@@ -61,13 +61,20 @@ std::string format_duration(double seconds) {
 
 std::string format_count(double value) {
   if (!std::isfinite(value)) return "?";
+  if (value == 0) value = 0;  // -0 prints as 0
   static const char* const kSuffixes[] = {"", "k", "M", "G", "T", "P"};
   size_t suffix = 0;
   double scaled = value;
   char buffer[32];
   while (true) {
-    const double magnitude = std::fabs(scaled);
-    const int decimals = suffix == 0 || magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : 2;
+    const auto decimals_for = [&](double magnitude) {
+      return suffix == 0 || magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : 2;
+    };
+    // Three significant digits of the value as it will print: 99.95k rounds to 100.0 at one
+    // decimal, so it takes none (100k, not 100.0k).
+    const int first_guess = decimals_for(std::fabs(scaled));
+    const double scale = std::pow(10, first_guess);
+    const int decimals = decimals_for(std::round(std::fabs(scaled) * scale) / scale);
     std::snprintf(buffer, sizeof(buffer), "%.*f%s", decimals, scaled, kSuffixes[suffix]);
     // Rounding can carry into the next suffix: 999.7k prints as 1.00M, not 1000k.
     const bool carries = std::fabs(std::round(scaled * std::pow(10, decimals))) >=

@@ -92,6 +92,19 @@ def main(folio, data):
           in accumulated.stderr and "--grad_accum=1 times one micro-batch" in accumulated.stderr,
           f"rc {accumulated.returncode}, stderr {accumulated.stderr!r}")
 
+    # --profile's shares are of the mean step, as its rows are means: "outside the ops" cannot be
+    # negative (of the median step, a slow first step made it -2800%)
+    profiled = run(folio, "bench", "--config", "tiny", "--device", "cpu", "--threads", "1",
+                   "--steps", "3", "--warmup", "0", "--profile")
+    outside = [line for line in profiled.stdout.splitlines() if line.startswith("| outside")]
+    check("bench --profile: the time outside the ops is not negative",
+          profiled.returncode == 0 and len(outside) == 1 and
+          float(outside[0].split("|")[3]) >= 0, f"rc {profiled.returncode}, {outside}")
+    ladder = run(folio, "bench", "--ladder", "--dtype", "bf16", "--profile")
+    check("bench --ladder refuses the options it would override",
+          ladder.returncode == 2 and "--ladder sets dtype rung by rung" in ladder.stderr and
+          "--profile one" in ladder.stderr, ladder.stderr)
+
     # -- help for every subcommand, three ways; --version names the build
     for command in ("train", "eval", "sample", "bench", "plot", "info", "tokenize", "tokenizer",
                     "prepare", "import", "export"):

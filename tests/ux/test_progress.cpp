@@ -69,6 +69,9 @@ TEST(ProgressFormat, DurationsCountsAndBars) {
   EXPECT_EQ(format_count(55324), "55.3k");
   EXPECT_EQ(format_count(1214000), "1.21M");
   EXPECT_EQ(format_count(999700), "1.00M");  // rounding carries into the next suffix
+  EXPECT_EQ(format_count(99950), "100k");     // and past a number of decimals
+  EXPECT_EQ(format_count(9996), "10.0k");
+  EXPECT_EQ(format_count(-0.0), "0");
   EXPECT_EQ(progress_bar(0.5, 10, false), "#####.....");
   EXPECT_EQ(progress_bar(1.5, 4, false), "####");
   EXPECT_EQ(progress_bar(0.25, 4, true), "\u2588\u2591\u2591\u2591");
