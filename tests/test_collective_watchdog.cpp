@@ -117,5 +117,21 @@ TEST(CollectiveWatchdog, AnErrorTheLibrarySawEndsTheRankAtOnce) {
             "all-reduce: a rank died or its connection broke");
 }
 
+// A communicator that ends after an error stops the watchdog (it must neither ask NCCL about a
+// communicator going away nor end the rank) and keeps it for a host function still queued.
+TEST(CollectiveWatchdog, StoppedItAsksNothingAndGivesUpNoMore) {
+  Watched watched;
+  CollectiveWatchdog watchdog(0.2, watched.hooks(), 10ms);
+  watchdog.queued("the gradient sums");
+  watchdog.stop();
+  const int asked = watched.library_asked;
+  std::this_thread::sleep_for(400ms);
+  EXPECT_TRUE(watched.given_up().empty());
+  EXPECT_EQ(watched.library_asked, asked);
+  watchdog.done();  // the stream's host function, late
+  EXPECT_EQ(watchdog.pending(), 0u);
+  watchdog.stop();  // again: nothing
+}
+
 }  // namespace
 }  // namespace folio

@@ -11,13 +11,15 @@ CollectiveWatchdog::CollectiveWatchdog(double timeout_seconds, Hooks hooks,
   thread_ = std::thread([this] { watch(); });
 }
 
-CollectiveWatchdog::~CollectiveWatchdog() {
+CollectiveWatchdog::~CollectiveWatchdog() { stop(); }
+
+void CollectiveWatchdog::stop() {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void CollectiveWatchdog::queued(const char* what) {

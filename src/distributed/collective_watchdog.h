@@ -37,6 +37,9 @@ class CollectiveWatchdog {
   // Stops the thread without giving up. Whoever queued collectives must see them done (or make
   // sure done() is never called again) before this object goes.
   ~CollectiveWatchdog();
+  // Stops the thread (at once, without giving up) and keeps the object, for a done() still to
+  // come from a stream after the communicator has gone. Idempotent.
+  void stop();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
 

@@ -110,6 +110,9 @@ NcclCommunicator::~NcclCommunicator() {
     // process's end.
     const auto watch_stream = static_cast<cudaStream_t>(watch_stream_);
     if (std::uncaught_exceptions() == 0) cudaStreamSynchronize(watch_stream);
+    // No more questions to NCCL about a communicator about to go, and no giving up: the rank is
+    // ending already.
+    watchdog_->stop();
     if (watchdog_->pending() > 0) {
       watchdog_.release();
     } else {
