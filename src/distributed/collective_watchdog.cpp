@@ -1,7 +1,6 @@
 #include "distributed/collective_watchdog.h"
 
-#include <cmath>
-#include <cstdio>
+#include "distributed/communicator.h"
 
 namespace folio {
 
@@ -51,9 +50,7 @@ void CollectiveWatchdog::watch() {
         !error.empty()) {
       message = error + " during " + oldest.what + ": a rank died or its connection broke";
     } else if (std::chrono::steady_clock::now() - oldest.since > timeout_) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof(seconds), "%g", std::round(timeout_.count() * 10) / 10);
-      message = std::string("waited ") + seconds + " s (dist_timeout) for the other ranks during " +
+      message = waited_dist_timeout(timeout_.count()) + " for the other ranks during " +
                 oldest.what + ": a rank died or hangs";
     }
     if (!message.empty()) {

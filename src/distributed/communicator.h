@@ -21,9 +21,12 @@
 // it was waiting for, so no job hangs forever. Sums give the same bits on every rank.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 namespace folio {
 
@@ -97,5 +100,32 @@ class LocalCommunicator final : public Communicator {
   void all_gather_host(const void* mine, void* all, size_t bytes) override;
   void barrier() override {}
 };
+
+// "waited 2.5 s (dist_timeout)": how each error of a wait for the other ranks that ran out begins
+// (every communicator, the rendezvous store, the NCCL watchdog), so that a user reads one message.
+inline std::string waited_dist_timeout(double seconds) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "waited %g s (dist_timeout)", std::round(seconds * 10) / 10);
+  return text;
+}
+
+// Every rank's `mine`, in rank order, on every rank: for the checks that ranks agree (their
+// device, their config, their GPU). Each string travels as `width` bytes (longer ones are cut,
+// shorter ones padded with zeros and given back without them). Inline, for the CUDA module's
+// check as well (backend/cuda_module.h: it takes nothing from the binary).
+inline std::vector<std::string> all_gather_strings(Communicator& communicator,
+                                                   const std::string& mine, size_t width) {
+  std::string padded = mine.substr(0, width);
+  padded.resize(width, '\0');
+  std::string all(width * communicator.world_size(), '\0');
+  communicator.all_gather_host(padded.data(), all.data(), width);
+  std::vector<std::string> strings;
+  for (int rank = 0; rank < communicator.world_size(); ++rank) {
+    std::string one = all.substr(rank * width, width);
+    one.resize(one.find_last_not_of('\0') + 1);  // npos + 1 = 0: all zeros
+    strings.push_back(std::move(one));
+  }
+  return strings;
+}
 
 }  // namespace folio

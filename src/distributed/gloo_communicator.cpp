@@ -142,8 +142,8 @@ Error GlooCommunicator::lost_peer(const std::string& gloo_message, const char* w
   if (gloo_message.find("Timed out") != std::string::npos) {
     if (gone.empty())
       gone = world_size() == 2 ? "rank " + std::to_string(1 - rank()) : "the other ranks";
-    return Error(me + "waited " + std::to_string(timeout_.count() / 1000) +
-                 " s (dist_timeout) for " + gone + during + " (did a rank exit, die or hang?)");
+    return Error(me + waited_dist_timeout(timeout_.count() / 1000.0) + " for " + gone + during +
+                 " (did a rank exit, die or hang?)");
   }
   if (gone.empty()) gone = "a peer";
   if (gloo_message.find("closed by peer") != std::string::npos ||

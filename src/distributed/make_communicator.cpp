@@ -1,6 +1,5 @@
 #include "distributed/make_communicator.h"
 
-#include <cstring>
 #include <vector>
 
 #include "backend/cuda_module.h"
@@ -63,17 +62,11 @@ std::unique_ptr<Communicator> host_communicator(const LaunchEnvironment& env,
 void check_ranks_compute_on_one_kind_of_device(Communicator& communicator,
                                                const std::string& backend_name) {
   if (communicator.world_size() == 1) return;
-  char mine[16] = {};
-  std::strncpy(mine, backend_name.c_str(), sizeof(mine) - 1);
-  std::vector<char> all(sizeof(mine) * communicator.world_size());
-  communicator.all_gather_host(mine, all.data(), sizeof(mine));
-  const auto name_of = [&](int rank) {
-    return std::string(&all[rank * sizeof(mine)], strnlen(&all[rank * sizeof(mine)], sizeof(mine)));
-  };
+  const std::vector<std::string> names = all_gather_strings(communicator, backend_name, 16);
   for (int rank = 1; rank < communicator.world_size(); ++rank)
-    if (name_of(rank) != name_of(0))
-      throw Error("rank " + std::to_string(rank) + " computes on " + name_of(rank) +
-                  " and rank 0 on " + name_of(0) +
+    if (names[rank] != names[0])
+      throw Error("rank " + std::to_string(rank) + " computes on " + names[rank] +
+                  " and rank 0 on " + names[0] +
                   ": every rank must compute on the same kind of device (with device = auto, "
                   "some machines of this job have a GPU and some not); set device = cpu for "
                   "every rank, or cuda on machines with a GPU each");

@@ -56,9 +56,8 @@ void wait_for(int started, MPI_Request& request, double timeout_seconds, const c
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_seconds)
-      throw Error("rank " + std::to_string(mpi_rank()) + ": waited " +
-                  std::to_string(static_cast<int>(timeout_seconds)) +
-                  " s (dist_timeout) for the other ranks during " + what +
+      throw Error("rank " + std::to_string(mpi_rank()) + ": " +
+                  waited_dist_timeout(timeout_seconds) + " for the other ranks during " + what +
                   " (did a rank exit, die or hang?)");
     // Spin briefly (collectives usually finish in microseconds), then back off.
     if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -5,8 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -185,15 +185,8 @@ void NcclCommunicator::broadcast_device(float* data, size_t n) {
 }
 
 bool every_rank_has_its_own_gpu(Communicator& host) {
-  char mine[32] = {};
-  std::strncpy(mine, gpu_bus_id().c_str(), sizeof(mine) - 1);
-  std::vector<char> all(sizeof(mine) * host.world_size());
-  host.all_gather_host(mine, all.data(), sizeof(mine));
-  for (int a = 0; a < host.world_size(); ++a)
-    for (int b = a + 1; b < host.world_size(); ++b)
-      if (std::strncmp(&all[a * sizeof(mine)], &all[b * sizeof(mine)], sizeof(mine)) == 0)
-        return false;
-  return true;
+  const std::vector<std::string> bus_ids = all_gather_strings(host, gpu_bus_id(), 32);
+  return std::set<std::string>(bus_ids.begin(), bus_ids.end()).size() == bus_ids.size();
 }
 
 }  // namespace folio

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "distributed/communicator.h"
 #include "distributed/waiting_for_peers.h"
 
 namespace folio {
@@ -224,9 +225,9 @@ TcpStore::TcpStore(const std::string& host, int port, bool serve, int rank,
     ::close(fd_);
     fd_ = -1;
     if (Clock::now() > deadline)
-      throw Error("rank " + std::to_string(rank) + ": waited " +
-                  std::to_string(timeout.count() / 1000) +
-                  " s (dist_timeout) for rank 0's rendezvous at " + where_ +
+      throw Error("rank " + std::to_string(rank) + ": " +
+                  waited_dist_timeout(timeout.count() / 1000.0) + " for rank 0's rendezvous at " +
+                  where_ +
                   " (is rank 0 running, and MASTER_ADDR/MASTER_PORT the same on every rank?)");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -299,10 +300,10 @@ void TcpStore::wait(const std::vector<std::string>& keys,
   for (const std::string& key : keys)
     while (!try_get(key)) {
       if (Clock::now() > deadline)
-        throw Error("rank " + std::to_string(rank_) + ": waited " +
-                    std::to_string(timeout.count() / 1000) +
-                    " s (dist_timeout) at the rendezvous for the other ranks (did one fail to "
-                    "start? is WORLD_SIZE the same on every rank?)");
+        throw Error("rank " + std::to_string(rank_) + ": " +
+                    waited_dist_timeout(timeout.count() / 1000.0) +
+                    " at the rendezvous for the other ranks (did one fail to start? is WORLD_SIZE "
+                    "the same on every rank?)");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 }

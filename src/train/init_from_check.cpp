@@ -55,12 +55,19 @@ std::string init_from_mismatch(const LoadedCheckpoint& checkpoint, const ModelSh
   if (const std::string difference = checkpoint.tokenizer.difference(data_tokenizer);
       !difference.empty()) {
     if (checkpoint.tokenizer.characters() && data_tokenizer.characters())
-      return vocabulary_mismatch(*checkpoint.tokenizer.characters(), *data_tokenizer.characters());
+      return vocabulary_mismatch(*checkpoint.tokenizer.characters(),
+                                 *data_tokenizer.characters()) +
+             ": train on a text of the checkpoint's characters (its own text, or one it covers), "
+             "or drop --init_from";
     return "its tokenizer (" + checkpoint.tokenizer.description() +
            ") is not the data's tokenizer (" + data_tokenizer.description() + "; " + difference +
            "): prepare the data with the checkpoint's tokenizer (folio export writes it, "
            "or pass the tokenizer the model came with to folio prepare --tokenizer)";
   }
+  // The model keys that differ show up as tensors of other shapes, or tensors one side lacks.
+  const std::string keep_its_model =
+      ": a run started from a checkpoint keeps its model; drop the model keys (n_layer, n_embd, "
+      "block_size...) and --config that change it, or drop --init_from";
   const ParameterLayout theirs(checkpoint.shape), ours(run_shape);
   for (const ParameterTensor& tensor : ours.tensors()) {
     const auto match =
@@ -68,16 +75,17 @@ std::string init_from_mismatch(const LoadedCheckpoint& checkpoint, const ModelSh
                      [&](const ParameterTensor& t) { return t.name == tensor.name; });
     if (match == theirs.tensors().end())
       return "this run's model has a tensor " + tensor.name + " " + shape_text(tensor.shape) +
-             " that the checkpoint lacks";
+             " that the checkpoint lacks" + keep_its_model;
     if (match->shape != tensor.shape)
       return "tensor " + tensor.name + " is " + shape_text(match->shape) +
-             " in the checkpoint but " + shape_text(tensor.shape) + " in this run's config";
+             " in the checkpoint but " + shape_text(tensor.shape) + " in this run's config" +
+             keep_its_model;
   }
   for (const ParameterTensor& tensor : theirs.tensors())
     if (std::none_of(ours.tensors().begin(), ours.tensors().end(),
                      [&](const ParameterTensor& t) { return t.name == tensor.name; }))
       return "the checkpoint has a tensor " + tensor.name + " " + shape_text(tensor.shape) +
-             " that this run's model lacks";
+             " that this run's model lacks" + keep_its_model;
   return "";
 }
 

@@ -12,7 +12,7 @@
 namespace folio {
 
 // Empty when `checkpoint` fits a model of `run_shape` over `data_tokenizer` (the data's);
-// otherwise what differs, in words.
+// otherwise what differs, in words, and how to mend it.
 std::string init_from_mismatch(const LoadedCheckpoint& checkpoint, const ModelShape& run_shape,
                                const Tokenizer& data_tokenizer);
 

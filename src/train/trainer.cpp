@@ -228,7 +228,7 @@ void Trainer::start_from_parameters() {
         load_initial_weights(options_.init_from, config_, data_.tokenizer().characters());
     const std::string mismatch = init_from_mismatch(checkpoint, model_.shape(), data_.tokenizer());
     if (!mismatch.empty() || checkpoint.parameters->count() != model_.parameter_count())
-      throw Error("--init_from " + options_.init_from + " does not fit this run on " +
+      throw UsageError("--init_from " + options_.init_from + " does not fit this run on " +
                   data_.path() + ": " + mismatch);
     checkpoint.parameters->write_into(model_);
   } else {
@@ -243,10 +243,9 @@ void Trainer::start_from_parameters() {
 void Trainer::check_ranks_agree_on_setup() {
   if (communicator_.world_size() == 1) return;
   const std::string mine = agreement_digest(config_, data_.identity());
-  std::string all(mine.size() * communicator_.world_size(), '\0');
-  communicator_.all_gather_host(mine.data(), all.data(), mine.size());
-  for (int r = 0; r < communicator_.world_size(); ++r)
-    if (all.compare(r * mine.size(), mine.size(), all, 0, mine.size()) != 0)
+  const std::vector<std::string> all = all_gather_strings(communicator_, mine, mine.size());
+  for (int r = 1; r < communicator_.world_size(); ++r)
+    if (all[r] != all[0])
       throw Error("rank " + std::to_string(r) +
                   " runs a different config or data file than rank 0 (config and text checksums "
                   "differ): give every rank the same --config, overrides and text");
