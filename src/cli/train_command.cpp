@@ -206,9 +206,17 @@ int train_command(Arguments& arguments) {
   const std::string data_path = resolve_data_path(config.data);
   TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),
                          !quiet && env.rank == 0);
+  // The model's tokenizer reads the text unless --tokenizer names another: a resumed run's, or
+  // that of the weights a run starts from (a BPE model finetuned on a plain text file).
+  std::optional<Tokenizer> init_tokenizer;
+  if (!init_from.empty() && config.tokenizer.empty())
+    init_tokenizer = tokenizer_of_initial_weights(init_from);
+  const Tokenizer* model_tokenizer =
+      state ? &state->tokenizer : init_tokenizer ? &*init_tokenizer : nullptr;
   const Dataset data = load_dataset(
-      data_path, config.train_fraction, config.tokenizer, state ? &state->tokenizer : nullptr,
-      "the resumed run in " + resume_dir, [&](double fraction) { preparing.set_done(fraction); });
+      data_path, config.train_fraction, config.tokenizer, model_tokenizer,
+      state ? "the resumed run in " + resume_dir : "--init_from " + init_from,
+      [&](double fraction) { preparing.set_done(fraction); });
   preparing.finish();
   check_dataset_fits(data, config.block_size);
   if (data.tokenizer().size() == 1 && env.rank == 0)

@@ -1,6 +1,7 @@
 #include "data/vocabulary.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 #include "data/utf8.h"
@@ -51,16 +52,34 @@ int Vocabulary::id_of(char32_t c) const {
   return static_cast<int>(it - symbols_.begin());
 }
 
+std::string Vocabulary::characters_outside(std::u32string_view text, size_t first) const {
+  std::string what = "the character " + describe_code_point(text[first]) + " at position " +
+                     std::to_string(first) + ", which is not in the model's vocabulary";
+  std::set<char32_t> others;  // the other characters the vocabulary lacks, from there on
+  for (size_t i = first + 1; i < text.size(); ++i)
+    if (text[i] != text[first] && id_of(text[i]) < 0) others.insert(text[i]);
+  if (others.empty()) return what;
+  what += " (nor " + std::string(others.size() == 1 ? "is" : "are") + " " +
+          std::to_string(others.size()) + " other" + (others.size() == 1 ? "" : "s") + ":";
+  int listed = 0;
+  for (const char32_t c : others) {
+    if (listed++ == 8) {
+      what += ", ...";
+      break;
+    }
+    what += (listed == 1 ? " " : ", ") + describe_code_point(c);
+  }
+  return what + ")";
+}
+
 std::vector<int32_t> Vocabulary::encode(std::u32string_view text, const std::string& what) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     const int id = id_of(text[i]);
     if (id < 0)
-      throw Error(what + " has the character " + describe_code_point(text[i]) + " at position " +
-                  std::to_string(i) +
-                  ", which is not in the model's vocabulary; use only characters of the "
-                  "training text");
+      throw Error(what + " has " + characters_outside(text, i) +
+                  "; use only characters of the training text");
     ids.push_back(id);
   }
   return ids;

@@ -21,12 +21,17 @@ class Vocabulary {
   const std::vector<char32_t>& symbols() const { return symbols_; }
   // The id of a character, or -1 when it is not in the vocabulary.
   int id_of(char32_t c) const;
-  // Encodes text; a character outside the vocabulary throws folio::Error naming it and `what`.
+  // Encodes text; a character outside the vocabulary throws folio::Error naming `what`, it, its
+  // position and the other characters outside that follow (a few).
   std::vector<int32_t> encode(std::u32string_view text, const std::string& what) const;
   void append_decoded(std::string& out, int32_t id) const;
   std::string decode(const std::vector<int32_t>& ids) const;
 
  private:
+  // "the character 'ë' (U+00EB) at position 7, which is not in the model's vocabulary (nor is 1
+  // other: '€' (U+20AC))": text[first] is outside the vocabulary.
+  std::string characters_outside(std::u32string_view text, size_t first) const;
+
   std::vector<char32_t> symbols_;  // sorted ascending
 };
 

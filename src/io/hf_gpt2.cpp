@@ -439,6 +439,20 @@ Config config_of_initial_weights(const std::string& path, const Config& base) {
   return metadata.format() == kCheckpointFormat ? metadata.config() : base;
 }
 
+std::optional<Tokenizer> tokenizer_of_initial_weights(const std::string& path) {
+  if (fs::is_directory(path)) {
+    const fs::path folder(path);
+    if (fs::exists(folder / "tokenizer.json") ||
+        (fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt")))
+      return Tokenizer::load(path);
+    return std::nullopt;  // load_initial_weights says that the folder needs one
+  }
+  const SafetensorsFile file = SafetensorsFile::read(path, DataCheck::kInOnePass);
+  const CheckpointMetadata metadata(file, "checkpoint " + path);
+  if (metadata.format() != kCheckpointFormat) return std::nullopt;
+  return metadata.tokenizer();
+}
+
 void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape,
                           const std::string& what) {
   // COUPLING (gpt2-model's padded vocabulary): until then the embedding has exactly one row per

@@ -86,6 +86,10 @@ LoadedCheckpoint load_initial_weights(const std::string& path, const Config& bas
 // The config such a run starts from when no --config is given: the folder's config.json on top of
 // hf_gpt2_base_config(), or the checkpoint's stored config (`base` for a file without one).
 Config config_of_initial_weights(const std::string& path, const Config& base);
+// The tokenizer that comes with them, which reads the run's text unless --tokenizer is given (as
+// a resumed run's does): a folio checkpoint's (characters or BPE), a Hugging Face folder's files;
+// none for a file PyTorch wrote, which carries no vocabulary (the text's characters are then it).
+std::optional<Tokenizer> tokenizer_of_initial_weights(const std::string& path);
 
 // Throws unless `tokenizer` has one id per row of the model's token embedding; `what` names it.
 void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelShape& shape,

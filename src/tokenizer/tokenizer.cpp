@@ -43,8 +43,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const std::string&
     const std::vector<TokenId> ids = bpe_->encode(text, /*allow_special=*/true);
     return std::vector<int32_t>(ids.begin(), ids.end());
   }
+  // Read as the training text was (Python's universal newlines: "\r\n" and "\r" are "\n"), so
+  // a prompt saved with Windows line endings reads as it looks; a character vocabulary never
+  // holds "\r".
   Utf8Problem problem;
-  const auto decoded = decode_utf8(text, &problem, /*translate_newlines=*/false);
+  const auto decoded = decode_utf8(text, &problem, /*translate_newlines=*/true);
   if (!decoded) throw Error(what + " is not valid UTF-8 (" + problem.what + ")");
   return characters_.encode(*decoded, what);
 }

@@ -1,7 +1,8 @@
 // `--init_from CKPT` starts a run from another run's weights, which fit only a model of the
-// same structure over the same vocabulary. When they do not, say which part differs: the first
-// tensor whose shape differs (both shapes), the characters one vocabulary has and the other
-// lacks, or the two tokenizers (a BPE checkpoint finetuned on token files of another tokenizer).
+// same structure over the same tokenizer. When they do not, say which part differs: the first
+// tensor whose shape differs (both shapes), or the two tokenizers (a text read with another
+// --tokenizer than the checkpoint's). Without --tokenizer the data is read with the
+// checkpoint's own (train_command.cpp), and a text's character it lacks is named there.
 #pragma once
 
 #include <string>

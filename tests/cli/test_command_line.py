@@ -220,8 +220,17 @@ def main(folio, data):
     vocab = run(folio, "train", "--data", wider_text, "--out_dir", other, "--max_iters=1",
                 "--init_from", ckpt, *quick)
     check("--init_from names the characters the checkpoint's vocabulary lacks",
-          vocab.returncode == 2 and "2 it lacks" in vocab.stderr and "or drop --init_from" in vocab.stderr and "'\u00eb'" in vocab.stderr
-          and "'\u20ac'" in vocab.stderr, vocab.stderr)
+          vocab.returncode == 1 and "has the character '\u00eb'" in vocab.stderr
+          and "nor is 1 other: '\u20ac'" in vocab.stderr
+          and len(vocab.stderr.strip().splitlines()) == 1, vocab.stderr)
+    # A text of some of its characters is read with the checkpoint's vocabulary: it finetunes.
+    part_text = os.path.join(work, "part.txt")
+    with open(part_text, "w", encoding="utf-8") as f:
+        f.write(text[:2000])
+    part = run(folio, "train", "--data", part_text, "--out_dir", os.path.join(work, "part"),
+               "--max_iters=1", "--init_from", ckpt, *quick)
+    check("--init_from finetunes on a text of some of the checkpoint's characters",
+          part.returncode == 0, part.stderr)
 
     # -- a text of one distinct character: a warning that there is nothing to learn
     same = os.path.join(work, "same.txt")

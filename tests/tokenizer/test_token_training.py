@@ -196,6 +196,14 @@ if not 9 < line["val_loss"] < 11.5:
 # 6. Finetuning: from the checkpoint on data of its tokenizer, and refused on another's.
 expect_ok(run("train", *common, "--data", "tokens", "--init_from", ckpt, "--out_dir", "finetune",
               "--max_iters", "2"), "finetuning")
+# On a plain text, without --tokenizer: the checkpoint's tokenizer reads it (nanoGPT's finetuning
+# of GPT-2 on a text), as it does for eval below.
+expect_ok(run("train", *common, "--data", "small.txt", "--init_from", ckpt, "--out_dir",
+              "finetune_text", "--max_iters", "2"), "finetuning on a text")
+finetuned = expect_ok(run("info", os.path.join("finetune_text", "ckpt.safetensors")),
+                      "folio info of the finetuned model").stdout
+if "byte-level BPE, 50257 tokens" not in finetuned:
+    failures.append(f"finetuning on a text did not keep GPT-2's tokenizer:\n{finetuned}")
 expect_ok(run("tokenizer", "train", "--data", "small.txt", "--vocab_size", "300", "--out",
               "own.json"), "folio tokenizer train")
 expect_ok(run("prepare", "--data", "small.txt", "--tokenizer", "own.json", "--out", "own"),

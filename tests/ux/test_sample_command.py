@@ -31,6 +31,15 @@ def main(folio, data):
     from_file = sample(folio, checkpoint, "--prompt_file", prompt_file)
     if from_file.stdout != from_text.stdout or not from_text.stdout.startswith("ROMEO:\nWhat"):
         failures.append(f"--prompt_file {from_file.stdout!r} vs --prompt {from_text.stdout!r}")
+    # Windows line endings read as the training text's did ("\r\n" is "\n"): the same text
+    # follows the prompt (printed as given; text mode reads its "\r\n" back as "\n"). Read
+    # byte for byte, "\r" is outside the vocabulary, and sample exits 2.
+    crlf_file = os.path.join(run, "prompt_crlf.txt")
+    with open(crlf_file, "wb") as f:
+        f.write(b"ROMEO:\r\nWhat")
+    from_crlf = sample(folio, checkpoint, "--prompt_file", crlf_file)
+    if from_crlf.stdout != from_text.stdout:
+        failures.append(f"a CRLF --prompt_file {from_crlf.stdout!r} vs {from_text.stdout!r}")
     if "---" in from_text.stdout or "tokens/s" in from_text.stdout:
         failures.append(f"one sample's stdout is not the text alone: {from_text.stdout!r}")
     if not re.fullmatch(r"sampled 60 tokens in [\d.]+ s: \d+ tokens/s\n", from_text.stderr):
