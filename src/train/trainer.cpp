@@ -38,22 +38,39 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What a checkpoint records of its model: the val loss (infinity where there is no readable
-// checkpoint recording one) and the step (-1: none). Only its header is read (load_checkpoint
-// leaves the values in the file).
+// What the checkpoint in a resumed run's folder records of the run's best model: its val loss
+// and step (infinity and -1 where it is not this run's model), and why it is not (empty when it
+// is, or when there is no file). Only its header is read (load_checkpoint leaves the values in the
+// file). A run's model has the run's model and recipe (the keys a resume keeps): a folder reused
+// with --overwrite holds the earlier run's checkpoint until the new run writes its own.
 struct RecordedCheckpoint {
   double val_loss = std::numeric_limits<double>::infinity();
   int64_t step = -1;
+  std::string not_this_runs;
 };
 RecordedCheckpoint recorded_checkpoint(const std::string& path, const Config& config) {
   RecordedCheckpoint recorded;
   if (!std::filesystem::exists(path)) return recorded;
   try {
     const LoadedCheckpoint checkpoint = load_checkpoint(path, config, nullptr);
-    if (checkpoint.val_loss >= 0) recorded.val_loss = checkpoint.val_loss;
+    if (!checkpoint.written_by_folio || checkpoint.val_loss < 0 || checkpoint.step < 0) {
+      recorded.not_this_runs = "it records no training run of folio's";
+      return recorded;
+    }
+    for (const ConfigKey& key : config_keys()) {
+      if (may_change_on_resume(key)) continue;
+      const std::string its = get_config_value(checkpoint.config, key),
+                        ours = get_config_value(config, key);
+      if (its != ours) {
+        recorded.not_this_runs =
+            "it is another run's model (" + std::string(key.name) + " " + its + ", not " + ours + ")";
+        return recorded;
+      }
+    }
+    recorded.val_loss = checkpoint.val_loss;
     recorded.step = checkpoint.step;
-  } catch (const Error&) {
-    // damaged or not folio's: no model to keep; the run's next improvement replaces it
+  } catch (const Error& error) {
+    recorded.not_this_runs = error.what();  // damaged, or not a checkpoint
   }
   return recorded;
 }
@@ -214,11 +231,29 @@ void Trainer::start_from_parameters() {
     // between the state's step and the checkpoint's would replace it with worse models (and a
     // resumed run stopping before that step would lose it). Only rank 0 writes checkpoints.
     // And a second Ctrl-C says which model the folder holds, from an earlier session or not.
+    // Without a checkpoint of this run there (deleted, damaged, or another run's), there is
+    // no model to beat: the next evaluation writes one, rather than the run ending with a best
+    // val loss that no file holds.
     if (is_root()) {
-      const RecordedCheckpoint recorded =
-          recorded_checkpoint(RunDirectory(options_.resume_dir).checkpoint_path(), config_);
-      best_val_loss_ = std::min(best_val_loss_, recorded.val_loss);
-      if (recorded.step >= 0) note_checkpoint_saved(recorded.step);
+      const std::string path = RunDirectory(options_.resume_dir).checkpoint_path();
+      const RecordedCheckpoint recorded = recorded_checkpoint(path, config_);
+      if (recorded.step >= 0) {
+        best_val_loss_ = std::min(best_val_loss_, recorded.val_loss);
+        note_checkpoint_saved(recorded.step);
+      } else {
+        if (!std::isinf(best_val_loss_) || !recorded.not_this_runs.empty()) {
+          char best[64] = "";
+          if (!std::isinf(best_val_loss_))
+            std::snprintf(best, sizeof(best), " (val loss %.4f)", best_val_loss_);
+          std::fprintf(stderr,
+                       "folio: warning: %s does not hold this run's best model%s: %s; the next "
+                       "evaluation writes one\n",
+                       path.c_str(), best,
+                       recorded.not_this_runs.empty() ? "it is missing"
+                                                      : recorded.not_this_runs.c_str());
+        }
+        best_val_loss_ = std::numeric_limits<double>::infinity();
+      }
     }
     earlier_seconds_ = state.elapsed_seconds;
     return;  // every rank read the same file: nothing to broadcast

@@ -8,6 +8,7 @@ the thread count of a rank that shares the machine.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -204,6 +205,37 @@ def main(folio, data):
           zero.returncode == 0 and "no checkpoint was written" in zero.stdout
           and "checkpoint " + os.path.join(zero_dir, "ckpt.safetensors") not in zero.stdout
           and not os.path.exists(os.path.join(zero_dir, "ckpt.safetensors")), zero.stdout)
+
+    # -- a resume whose folder lacks this run's best model: deleted, emptied, or another run's (a
+    #    folder reused with --overwrite and stopped before its first evaluation). A warning says
+    #    so, and the next evaluation writes this run's model, where the run had gone on beating
+    #    the missing model's val loss and ended naming a file that held none or another's.
+    for case in ("deleted", "emptied", "another"):
+        folder = os.path.join(work, "lost_" + case)
+        shutil.copytree(run_dir, folder)
+        lost = os.path.join(folder, "ckpt.safetensors")
+        seed = "1337"
+        if case == "deleted":
+            os.remove(lost)
+        elif case == "emptied":
+            open(lost, "w").close()
+        else:
+            seed = "7"
+            again = run(folio, "train", "--data", data, "--out_dir", folder, "--overwrite",
+                        "--max_iters=0", "--seed", seed, *quick)
+            assert again.returncode == 0, again.stderr
+        resumed = run(folio, "train", "--resume", folder, "--max_iters=5", "--quiet")
+        written = run(folio, "info", lost, "--json")
+        facts = json.loads(written.stdout) if written.returncode == 0 else {}
+        check(f"a resume whose checkpoint is {case} warns and writes this run's",
+              resumed.returncode == 0 and "does not hold this run's best model" in resumed.stderr
+              and facts.get("step") == 4 and str(facts.get("config", {}).get("seed")) == seed,
+              f"rc {resumed.returncode}, stderr {resumed.stderr!r}, info {written.stdout[:200]!r}")
+    kept = os.path.join(work, "kept")
+    shutil.copytree(run_dir, kept)
+    resumed = run(folio, "train", "--resume", kept, "--max_iters=5", "--quiet")
+    check("a resume whose checkpoint is its own warns of nothing",
+          resumed.returncode == 0 and "warning" not in resumed.stderr, resumed.stderr)
 
     # -- --init_from mismatches name the part that differs
     other = os.path.join(work, "other")
