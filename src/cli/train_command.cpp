@@ -178,7 +178,7 @@ int train_command(Arguments& arguments) {
                           " cannot change; start a new run with --init_from " + resume_dir +
                           "/ckpt.safetensors instead");
   } else {
-    // --init_from without --config starts from the weights' own config (structure and recipe),
+    // --init_from without --config starts from the weights' own config (structure, recipe, run),
     // as nanoGPT's init_from='gpt2' takes the model's arguments from it; flags override it.
     // (An unreadable --init_from is a failure, exit 1, not a usage problem.)
     const std::optional<std::string> config_name = arguments.take("config");

@@ -436,7 +436,16 @@ Config config_of_initial_weights(const std::string& path, const Config& base) {
   // The header alone (its checksum covers the config): the values are read later, once.
   const SafetensorsFile file = SafetensorsFile::read(path, DataCheck::kInOnePass);
   const CheckpointMetadata metadata(file, "checkpoint " + path);
-  return metadata.format() == kCheckpointFormat ? metadata.config() : base;
+  if (metadata.format() != kCheckpointFormat) return base;
+  // Its model, recipe and run keys; where and on what the run that wrote it ran (its data,
+  // out_dir, device, threads: the host keys) is not this run's business, and its out_dir would
+  // have had this run replace the very checkpoint it starts from.
+  const Config recorded = metadata.config();
+  Config config = base;
+  for (const ConfigKey& key : config_keys())
+    if (key.scope != ConfigScope::kHost)
+      set_config_value(config, key.name, get_config_value(recorded, key));
+  return config;
 }
 
 std::optional<Tokenizer> tokenizer_of_initial_weights(const std::string& path) {

@@ -84,7 +84,8 @@ HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base);
 LoadedCheckpoint load_initial_weights(const std::string& path, const Config& base,
                                       const Vocabulary* data_vocabulary);
 // The config such a run starts from when no --config is given: the folder's config.json on top of
-// hf_gpt2_base_config(), or the checkpoint's stored config (`base` for a file without one).
+// hf_gpt2_base_config(), or the checkpoint's stored model, recipe and run keys on top of `base`
+// (whose host keys it keeps: data, out_dir, device...; `base` alone for a file without a config).
 Config config_of_initial_weights(const std::string& path, const Config& base);
 // The tokenizer that comes with them, which reads the run's text unless --tokenizer is given (as
 // a resumed run's does): a folio checkpoint's (characters or BPE), a Hugging Face folder's files;

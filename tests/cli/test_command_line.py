@@ -237,6 +237,14 @@ def main(folio, data):
     check("a resume whose checkpoint is its own warns of nothing",
           resumed.returncode == 0 and "warning" not in resumed.stderr, resumed.stderr)
 
+    # -- --init_from without --config takes the checkpoint's model, recipe and run keys, not its
+    #    host keys: its out_dir would have had the run replace the checkpoint it starts from
+    printed = run(folio, "train", "--init_from", ckpt, "--print_config")
+    lines = set(printed.stdout.splitlines())
+    check("--init_from takes the checkpoint's run keys but not its out_dir or data",
+          printed.returncode == 0 and "max_iters = 3" in lines and "n_embd = 32" in lines
+          and "out_dir = out" in lines and "data = " in lines, printed.stdout + printed.stderr)
+
     # -- --init_from mismatches name the part that differs
     other = os.path.join(work, "other")
     shape = run(folio, "train", "--data", data, "--out_dir", other, "--max_iters=1",
