@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <iterator>
 
@@ -213,7 +214,7 @@ TEST(AtomicWrites, ASignalMidWriteLeavesNoTemporaryFile) {
 // new run's first evaluation replaces (cli_training_failures: a run that fails first keeps it).
 TEST(RunDirectoryStart, OverwriteRemovesTheEarlierRunsStateAndKeepsItsCheckpoint) {
   TempDir dir;
-  const RunDirectory run(dir.file("run"));
+  RunDirectory run(dir.file("run"));
   run.prepare(RunDirectory::Start::kNew);
   dir.write("run/ckpt.safetensors", "earlier checkpoint");
   dir.write("run/state.safetensors", "earlier state");
@@ -226,12 +227,37 @@ TEST(RunDirectoryStart, OverwriteRemovesTheEarlierRunsStateAndKeepsItsCheckpoint
   EXPECT_FALSE(std::filesystem::exists(run.state_path()));
 }
 
+// Two runs given one out_dir at once: the second is refused, new or resumed, before it touches
+// anything (it had replaced the first's checkpoints and removed its saves in progress), and the
+// folder is free again once the first has ended.
+TEST(RunDirectoryStart, AFolderInUseByAnotherRunIsRefused) {
+  TempDir dir;
+  auto first = std::make_unique<RunDirectory>(dir.file("run"));
+  first->prepare(RunDirectory::Start::kNew);
+  dir.write("run/.ckpt.safetensors.tmp.1.2", "the first run's save in progress");
+  for (const auto start : {RunDirectory::Start::kNew, RunDirectory::Start::kResume}) {
+    RunDirectory second(dir.file("run"));
+    try {
+      second.prepare(start);
+      ADD_FAILURE() << "a second run took a folder in use";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("is in use by another folio train"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir.file("run/.ckpt.safetensors.tmp.1.2")));
+  first.reset();
+  RunDirectory after(dir.file("run"));
+  after.prepare(RunDirectory::Start::kResume);
+}
+
 // `--resume A --out_dir B`: B takes A's checkpoint and metrics byte for byte (a checkpoint over
 // the copy's 1 MiB chunks too), A keeps its own, and its state is not copied (the run writes its
 // own into B); the same folder named two ways is one folder.
 TEST(RunDirectoryStart, AResumedRunMovedToAnotherFolderTakesItsModelAndMetrics) {
   TempDir dir;
-  const RunDirectory earlier(dir.file("a")), moved(dir.file("b"));
+  RunDirectory earlier(dir.file("a")), moved(dir.file("b"));
   earlier.prepare(RunDirectory::Start::kNew);
   std::string checkpoint(3 * (size_t(1) << 20) + 7, '\0');
   for (size_t i = 0; i < checkpoint.size(); ++i) checkpoint[i] = static_cast<char>(i * 131 % 251);

@@ -1,5 +1,10 @@
 #include "io/run_directory.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -35,15 +40,39 @@ std::string RunDirectory::metrics_path() const {
   return in(out_dir_, kMetrics);
 }
 
-void RunDirectory::prepare(Start start) const {
+struct RunDirectory::Hold {
+  int fd = -1;
+  ~Hold() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void RunDirectory::hold_folder() {
+  if (hold_) return;  // prepared before by this object
+  auto hold = std::make_shared<Hold>();
+  hold->fd = ::open(out_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (hold->fd < 0) return;  // the check that the folder takes files says what is wrong
+  if (::flock(hold->fd, LOCK_EX | LOCK_NB) == 0) {
+    hold_ = std::move(hold);
+    return;
+  }
+  if (errno == EWOULDBLOCK)
+    throw Error("out_dir " + out_dir_ +
+                " is in use by another folio train: wait for it to end, or choose another "
+                "--out_dir (two runs in one folder would replace each other's checkpoints)");
+  // A file system without flock (some network ones): the run goes on unheld.
+}
+
+void RunDirectory::prepare(Start start) {
   std::error_code error;
+  make_output_folder(out_dir_, "--out_dir");
+  hold_folder();
   if (start == Start::kNew)
     for (const char* name : {kCheckpoint, kState})
       if (std::filesystem::exists(in(out_dir_, name)))
         throw Error("out_dir " + out_dir_ + " already holds a run (" + name +
                     "): continue it with --resume " + out_dir_ +
                     ", or choose another --out_dir, or pass --overwrite to replace it");
-  make_output_folder(out_dir_, "--out_dir");
   if (start == Start::kOverwrite) {
     std::filesystem::remove(state_path(), error);
     if (error)
@@ -52,9 +81,11 @@ void RunDirectory::prepare(Start start) const {
   }
   for (const auto& entry : std::filesystem::directory_iterator(out_dir_, error)) {
     const std::string name = entry.path().filename().string();
-    for (const char* file : {kCheckpoint, kState, kMetrics, kMetricsTable})
-      if (name.rfind("." + std::string(file) + ".tmp.", 0) == 0)
-        std::filesystem::remove(entry.path(), error);
+    for (const char* file : {kCheckpoint, kState, kMetrics, kMetricsTable}) {
+      std::string temporary = ".";  // .NAME.tmp.PID.RANDOM
+      temporary.append(file).append(".tmp.");
+      if (name.rfind(temporary, 0) == 0) std::filesystem::remove(entry.path(), error);
+    }
   }
   const std::string probe = in(out_dir_, ".folio_write_test");
   std::ofstream file(probe);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace folio {
@@ -32,10 +33,16 @@ class RunDirectory {
                  // the checkpoint stays until the new run writes a better model (its first
                  // evaluation), so a run that fails first loses no good model
   };
-  // At the start of a run: creates the folder, checks that it takes files (better now than
-  // after an hour of training), removes the temporary files of an interrupted save, and treats
-  // an earlier run's checkpoint and state as `start` says.
-  void prepare(Start start) const;
+  // At the start of a run: creates the folder, holds it (below), checks that it takes files
+  // (better now than after an hour of training), removes the temporary files of an interrupted
+  // save, and treats an earlier run's checkpoint and state as `start` says.
+  //
+  // The folder is held for as long as this object lives (an flock on the folder itself, which
+  // the kernel lets go when the process ends, however it ends, and which leaves no file): a
+  // second run given the same out_dir meanwhile, a new one or a second `--resume`, is refused,
+  // where the two had replaced each other's checkpoints and states and mixed their metrics (and
+  // the second's start removed the first's saves in progress).
+  void prepare(Start start);
 
   // On resume into another folder (`--resume A --out_dir B`, after prepare(kNew)): copies A's
   // checkpoint and metrics into this folder (each atomically), so that it holds the whole run.
@@ -46,7 +53,11 @@ class RunDirectory {
   void truncate_metrics(int64_t steps_done) const;
 
  private:
+  void hold_folder();
+
   std::string out_dir_;
+  struct Hold;  // the folder's open descriptor, closed (and so let go) with it
+  std::shared_ptr<Hold> hold_;
 };
 
 // Whether two paths name one folder (`out/a`, `./out/a/`, a link to it); false when either is

@@ -134,7 +134,7 @@ class Trainer {
   Backend& backend_;
   Communicator& communicator_;
   const TrainOptions options_;
-  const RunDirectory run_directory_;
+  RunDirectory run_directory_;
   GPT model_;
   TrainingStep training_;
   const int64_t tokens_per_step_;
