@@ -94,10 +94,17 @@ void convert_to_float32(const std::string& dtype, const char* raw, size_t count,
 
 // The data section differs from the checksum stored at save: flipped bits on the disk, or a
 // copy gone wrong. Nothing read from it can be trusted.
+// A file folio wrote that another program saved again with folio's metadata (safetensors'
+// save_file(tensors, path, metadata)) carries checksums of what folio wrote, not of what it holds.
+constexpr const char* kRewrittenByAnotherProgram =
+    " (or another program saved it again with folio's metadata: save it without the entries "
+    "header_sha256 and data_sha256, which folio then does not check)";
+
 [[noreturn]] void damaged_data(const std::string& path) {
   throw Error("checkpoint " + path +
               " is damaged: its tensor data does not match the checksum stored in it: "
-              "re-download it or use another checkpoint");
+              "re-download it or use another checkpoint" +
+              kRewrittenByAnotherProgram);
 }
 
 constexpr const char* kHeaderChecksumKey = "header_sha256";
@@ -371,7 +378,8 @@ void SafetensorsFile::check_checksums(std::string_view header_text, DataCheck ch
         header_with_zeroed_checksum(std::string(header_text), header_checksum->second);
     if (hashed && sha256_hex(*hashed) != header_checksum->second)
       throw Error("checkpoint " + path_ +
-                  " is damaged: its header does not match the checksum stored in it");
+                  " is damaged: its header does not match the checksum stored in it" +
+                  kRewrittenByAnotherProgram);
   }
   const std::string stored = stored_data_sha256();
   if (check == DataCheck::kOnOpen && !stored.empty() && stored != data_sha256())
@@ -614,9 +622,10 @@ void write_file_atomically(const std::string& path,
   for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
     char suffix[9];
     std::snprintf(suffix, sizeof suffix, "%08x", static_cast<unsigned>(random()));
-    temporary = (folder / ("." + target.filename().string() + ".tmp." +
-                           std::to_string(::getpid()) + "." + suffix))
-                    .string();
+    std::string name = ".";  // .NAME.tmp.PID.RANDOM
+    name.append(target.filename().string()).append(".tmp.");
+    name.append(std::to_string(::getpid())).append(".").append(suffix);
+    temporary = (folder / name).string();
     fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EEXIST) throw Error(write_failure(path, errno));
   }
