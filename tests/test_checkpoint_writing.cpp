@@ -187,6 +187,18 @@ TEST(AtomicWrites, NeverWriteIntoAnotherWritersTemporaryFile) {
   EXPECT_EQ(std::distance(begin(entries), end(entries)), 2) << "a temporary file stayed behind";
 }
 
+// A file written into a folder that is not there (`folio import --out nodir/x.safetensors`):
+// the error names the folder, not "No such file or directory", and speaks of no previous
+// contents that never were.
+TEST(AtomicWrites, AMissingFolderIsNamed) {
+  TempDir dir;
+  const std::string message =
+      error_message([&] { write_file_atomically(dir.file("nodir/x.safetensors"), "mine"); });
+  EXPECT_NE(message.find("the folder " + dir.file("nodir") + " does not exist"), std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("previous contents"), std::string::npos) << message;
+}
+
 // Ctrl-C in the middle of a write, in a command whose signals end it (`folio export` of a large
 // model): the process ends by the signal as before, and its temporary file is gone (it had stayed
 // in the folder, hidden, for good).

@@ -403,9 +403,24 @@ HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base) {
   return model;
 }
 
+namespace {
+
+// A folder given to --init_from is a Hugging Face GPT-2 folder; a run's out_dir (which holds a
+// checkpoint and no config.json) is told to give the checkpoint in it.
+bool is_model_folder(const std::string& path) {
+  if (!fs::is_directory(path)) return false;
+  const fs::path folder(path);
+  if (!fs::exists(folder / "config.json") && fs::exists(folder / "ckpt.safetensors"))
+    throw UsageError("--init_from " + path + " is a run's folder: give the checkpoint in it, " +
+                     (folder / "ckpt.safetensors").string());
+  return true;
+}
+
+}  // namespace
+
 LoadedCheckpoint load_initial_weights(const std::string& path, const Config& base,
                                       const Vocabulary* data_vocabulary) {
-  if (!fs::is_directory(path)) return load_checkpoint(path, base, data_vocabulary);
+  if (!is_model_folder(path)) return load_checkpoint(path, base, data_vocabulary);
   HfGpt2Model model = read_hf_gpt2(path, base);
   if (!model.tokenizer)
     throw Error(path +
@@ -423,7 +438,7 @@ LoadedCheckpoint load_initial_weights(const std::string& path, const Config& bas
 Config hf_gpt2_base_config() { return load_config("gpt2"); }
 
 Config config_of_initial_weights(const std::string& path, const Config& base) {
-  if (fs::is_directory(path)) {
+  if (is_model_folder(path)) {
     const std::string config_path = (fs::path(path) / "config.json").string();
     try {
       return config_from_hf_json(
@@ -449,7 +464,7 @@ Config config_of_initial_weights(const std::string& path, const Config& base) {
 }
 
 std::optional<Tokenizer> tokenizer_of_initial_weights(const std::string& path) {
-  if (fs::is_directory(path)) {
+  if (is_model_folder(path)) {
     const fs::path folder(path);
     if (fs::exists(folder / "tokenizer.json") ||
         (fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt")))

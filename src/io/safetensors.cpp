@@ -123,8 +123,16 @@ std::optional<std::string> header_with_zeroed_checksum(std::string header_text,
 // One line naming the file, the cause and what to do: a full disk is the common case.
 std::string write_failure(const std::string& path, int error_number) {
   const std::string cause = std::strerror(error_number);
+  std::error_code error;
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (error_number == ENOENT && !folder.empty() && !std::filesystem::is_directory(folder, error))
+    return "cannot write " + path + ": the folder " + folder.string() +
+           " does not exist: create it, or write somewhere else";
+  // Said only of a file that was there: a first save has nothing to keep.
   const std::string kept =
-      "; " + std::filesystem::path(path).filename().string() + " keeps its previous contents";
+      std::filesystem::exists(path, error)
+          ? "; " + std::filesystem::path(path).filename().string() + " keeps its previous contents"
+          : "";
   if (error_number == ENOSPC || error_number == EDQUOT)
     return "cannot write " + path + ": the disk is full (" + cause + "): free some space" + kept;
   if (error_number == EROFS || error_number == EACCES || error_number == EPERM)

@@ -245,6 +245,13 @@ def main(folio, data):
           printed.returncode == 0 and "max_iters = 3" in lines and "n_embd = 32" in lines
           and "out_dir = out" in lines and "data = " in lines, printed.stdout + printed.stderr)
 
+    # -- a run's folder given to --init_from: told to give the checkpoint in it (it had been read
+    #    as a Hugging Face folder lacking config.json)
+    folder = run(folio, "train", "--init_from", run_dir, "--max_iters=1")
+    check("--init_from of a run's folder names the checkpoint in it",
+          folder.returncode == 2 and "is a run's folder: give the checkpoint in it, " + ckpt
+          in folder.stderr, folder.stderr)
+
     # -- --init_from mismatches name the part that differs
     other = os.path.join(work, "other")
     shape = run(folio, "train", "--data", data, "--out_dir", other, "--max_iters=1",
