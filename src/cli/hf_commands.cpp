@@ -40,7 +40,8 @@ constexpr const char* kExportHelp =
     "model lacks are written as zeros (the same model); what GPT-2 cannot hold (heads narrower "
     "than\nn_embd, a non-zero lm_head bias) is refused. An existing DIR/model.safetensors, config.json "
     "or\ntokenizer.json is replaced only with --force (a char model's export removes a "
-    "tokenizer.json there).\n";
+    "tokenizer.json there, and lists its\ncharacters in config.json as folio_characters, which "
+    "folio import reads back).\n";
 
 std::string count_text(size_t n) {
   return n >= 1000000 ? std::to_string((n + 500000) / 1000000) + "M" : std::to_string(n);
@@ -135,9 +136,9 @@ int export_command(Arguments& arguments) {
             << (checkpoint.tokenizer.bpe() ? ", tokenizer.json" : "") << ")\n";
   if (checkpoint.tokenizer.is_characters())
     std::cout << "note: the model's vocabulary (" << checkpoint.tokenizer.description()
-              << ") is no GPT-2 tokenizer, so no tokenizer file was written; "
-                 "token id i is character "
-                 "i of the vocabulary `folio info` lists\n";
+              << ") is no GPT-2 tokenizer, so no tokenizer file was written; config.json lists "
+                 "its characters in id order (folio_characters), which folio import and "
+                 "train --init_from read back\n";
   return 0;
 }
 

@@ -22,6 +22,39 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// config.json's key for a character model's vocabulary, which no Hugging Face tokenizer file
+// holds: its characters in id order, as one UTF-8 string (a checkpoint's `vocab`). transformers
+// keeps an unknown key of config.json as an attribute, so the folder loads there as before.
+constexpr const char* kCharactersKey = "folio_characters";
+
+// FOLDER/config.json, parsed.
+nlohmann::json read_hf_config(const fs::path& folder) {
+  const std::string config_path = (folder / "config.json").string();
+  try {
+    return nlohmann::json::parse(read_whole_file(config_path, "the folder needs config.json"));
+  } catch (const nlohmann::json::parse_error& error) {
+    throw Error(config_path + " is not valid JSON (" + error.what() + ")");
+  }
+}
+
+// The tokenizer that travels with a Hugging Face folder: AutoTokenizer's files (tokenizer.json,
+// or vocab.json + merges.txt), or the characters of a character model folio exported (config.json
+// `hf`, kCharactersKey). None: the caller says what is missing.
+std::optional<Tokenizer> folder_tokenizer(const fs::path& folder, const nlohmann::json& hf) {
+  if (fs::exists(folder / "tokenizer.json") ||
+      (fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt")))
+    return Tokenizer::load(folder.string());
+  if (!hf.is_object() || !hf.contains(kCharactersKey)) return std::nullopt;
+  const std::string origin = (folder / "config.json").string() + "'s " + kCharactersKey;
+  if (!hf[kCharactersKey].is_string())
+    throw Error(origin + " is not a string: it lists a character model's vocabulary in id order");
+  try {
+    return Tokenizer(Vocabulary::from_utf8_symbols(hf[kCharactersKey].get<std::string>()));
+  } catch (const Error& error) {
+    throw Error(origin + ": " + error.what());
+  }
+}
+
 // One parameter tensor of folio and where it lives in an HF file.
 struct HfTensor {
   std::string hf_name;  // without the "transformer." prefix for the transformer's tensors
@@ -375,12 +408,7 @@ HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base) {
                 " has no model.safetensors: pass a folder saved by transformers' "
                 "save_pretrained");
   }
-  nlohmann::json hf;
-  try {
-    hf = nlohmann::json::parse(read_whole_file(config_path, "the folder needs config.json"));
-  } catch (const nlohmann::json::parse_error& error) {
-    throw Error(config_path + " is not valid JSON (" + error.what() + ")");
-  }
+  const nlohmann::json hf = read_hf_config(folder);
   HfGpt2Model model;
   model.config = config_from_hf_json(hf, config_path, base);
   const int vocab_size = hf_value<int>(hf, "vocab_size", 50257, config_path);
@@ -394,11 +422,7 @@ HfGpt2Model read_hf_gpt2(const std::string& dir, const Config& base) {
   for (float value : model.parameters)
     if (!std::isfinite(value)) throw Error(weights_path + " holds a non-finite value (NaN or Inf)");
 
-  // The tokenizer travels with the model (AutoTokenizer's files: tokenizer.json, or vocab.json +
-  // merges.txt).
-  if (fs::exists(folder / "tokenizer.json") ||
-      (fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt")))
-    model.tokenizer = Tokenizer::load(dir);
+  model.tokenizer = folder_tokenizer(folder, hf);  // the tokenizer travels with the model
   if (model.tokenizer) check_tokenizer_fits(*model.tokenizer, model.shape, dir + "'s tokenizer");
   return model;
 }
@@ -438,16 +462,9 @@ LoadedCheckpoint load_initial_weights(const std::string& path, const Config& bas
 Config hf_gpt2_base_config() { return load_config("gpt2"); }
 
 Config config_of_initial_weights(const std::string& path, const Config& base) {
-  if (is_model_folder(path)) {
-    const std::string config_path = (fs::path(path) / "config.json").string();
-    try {
-      return config_from_hf_json(
-          nlohmann::json::parse(read_whole_file(config_path, "the folder needs config.json")),
-          config_path, hf_gpt2_base_config());
-    } catch (const nlohmann::json::parse_error& error) {
-      throw Error(config_path + " is not valid JSON (" + error.what() + ")");
-    }
-  }
+  if (is_model_folder(path))
+    return config_from_hf_json(read_hf_config(path), (fs::path(path) / "config.json").string(),
+                               hf_gpt2_base_config());
   // The header alone (its checksum covers the config): the values are read later, once.
   const SafetensorsFile file = SafetensorsFile::read(path, DataCheck::kInOnePass);
   const CheckpointMetadata metadata(file, "checkpoint " + path);
@@ -464,13 +481,8 @@ Config config_of_initial_weights(const std::string& path, const Config& base) {
 }
 
 std::optional<Tokenizer> tokenizer_of_initial_weights(const std::string& path) {
-  if (is_model_folder(path)) {
-    const fs::path folder(path);
-    if (fs::exists(folder / "tokenizer.json") ||
-        (fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt")))
-      return Tokenizer::load(path);
-    return std::nullopt;  // load_initial_weights says that the folder needs one
-  }
+  // None in a folder: load_initial_weights says that it needs one.
+  if (is_model_folder(path)) return folder_tokenizer(path, read_hf_config(path));
   const SafetensorsFile file = SafetensorsFile::read(path, DataCheck::kInOnePass);
   const CheckpointMetadata metadata(file, "checkpoint " + path);
   if (metadata.format() != kCheckpointFormat) return std::nullopt;
@@ -498,8 +510,10 @@ void write_hf_gpt2(const std::string& dir, const Config& config, const ModelShap
   const fs::path folder(dir);
   // transformers checks "format": "pt" before loading a safetensors file into PyTorch.
   write_safetensors((folder / "model.safetensors").string(), tensors, {{"format", "pt"}});
-  write_file_atomically((folder / "config.json").string(),
-                        hf_config_json(config, shape, eos).dump(2) + "\n");
+  nlohmann::ordered_json hf = hf_config_json(config, shape, eos);
+  if (const Vocabulary* characters = tokenizer.characters())
+    hf[kCharactersKey] = characters->symbols_utf8();
+  write_file_atomically((folder / "config.json").string(), hf.dump(2) + "\n");
   if (tokenizer.bpe() != nullptr)
     write_file_atomically((folder / "tokenizer.json").string(), tokenizer.tokenizer_json());
   else  // an earlier export's (or none): AutoTokenizer would load it for this model

@@ -243,6 +243,22 @@ def main():
               "the biases folio's model lacks are exported as zeros; the head as tied or not")
         ids = [int(x) for x in rng.integers(0, config["vocab_size"], 17)]
         compare(f"folio-trained {name}, exported", config, tensors, trained, ids, [0, 1])
+        # Its characters travel in config.json (no HF tokenizer file holds characters): import
+        # and --init_from read the folder back as the same model, where both had refused it.
+        reimported = os.path.join(WORK, "reimported_" + name + ".safetensors")
+        result = run("import", "--hf", exported, "--out", reimported)
+        check(result.returncode == 0 and "65 characters" in result.stdout,
+              f"import of a char model's export: {result.stdout.strip()} {result.stderr.strip()}")
+        evals = [run("eval", "--ckpt", path, "--data", DATA, "--max_windows=64", "--quiet")
+                 for path in (trained, reimported)]
+        check(all(e.returncode == 0 for e in evals) and
+              json.loads(evals[0].stdout)["val_loss"] == json.loads(evals[1].stdout)["val_loss"],
+              f"the reimported char model evaluates as the one exported: "
+              f"{[e.stdout.strip() + e.stderr.strip() for e in evals]}")
+        result = run("train", "--init_from", exported, "--data", DATA, "--out_dir",
+                     os.path.join(WORK, "from_export_" + name), "--max_iters=1", "--eval_iters=1",
+                     "--sample_tokens=0", "--quiet")
+        check(result.returncode == 0, f"--init_from a char model's export: {result.stderr.strip()}")
         check(config["eos_token_id"] is None and config["bos_token_id"] is None,
               f"a char model's config.json names no end-of-text token (it had 50256, a row its "
               f"embedding of {config['vocab_size']} lacks): {config['eos_token_id']}")
