@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/signal_thread.h"
 
 namespace folio {
 
@@ -64,9 +65,10 @@ int run_local_ranks(int count, const std::vector<std::string>& arguments, int th
       // reaches the launcher alone, which forwards it once. In the launcher's group each rank got
       // it twice, took the second for "stop at once" and exited without saving its state.
       ::setpgid(0, 0);
-      // And so that a launcher killed outright does not leave its ranks running: they get the
-      // SIGTERM that saves their state and stops them (unless it is already gone).
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      // And so that a launcher killed outright does not leave its ranks running: they stop after
+      // their step and save their state (unless it is already gone). A signal of its own, not
+      // SIGTERM: why in core/signal_thread.h.
+      ::prctl(PR_SET_PDEATHSIG, kLauncherGoneSignal);
       if (::getppid() != launcher) ::_exit(1);
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
