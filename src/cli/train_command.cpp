@@ -73,6 +73,22 @@ std::string nothing_left_to_train(const TrainingState& state, const Config& conf
   return text + "\n";
 }
 
+std::string ranks_text(int count) {
+  return std::to_string(count) + (count == 1 ? " rank" : " ranks");
+}
+
+// The ranks set the global batch, which a resume must keep as it keeps batch_size and grad_accum.
+std::string other_world_size(const TrainingState& state, int world_size,
+                             const std::string& run_dir) {
+  const std::string trained_on = ranks_text(state.world_size);
+  return "--resume continues a run exactly, so the number of ranks (a factor of the global batch) "
+         "cannot change: the run in " + run_dir + " trained on " + trained_on +
+         " and this one has " + ranks_text(world_size) + "; resume it on " + trained_on +
+         " (folio train --nproc " + std::to_string(state.world_size) +
+         ", or as many from its launcher), or start a new run with --init_from " + run_dir +
+         "/ckpt.safetensors instead";
+}
+
 }  // namespace
 
 std::string config_keys_help(const Config& defaults) {
@@ -167,6 +183,8 @@ int train_command(Arguments& arguments) {
       arguments.problem("--resume continues a run from its own weights; drop --init_from " +
                         init_from + ", or start a new run with it in another --out_dir");
     state = load_training_state(training_state_path(resume_dir));
+    if (state->world_size > 0 && state->world_size != env.world_size)
+      arguments.problem(other_world_size(*state, env.world_size, resume_dir));
     config = state->config;
     config.out_dir = resume_dir;
     const Config before = config;

@@ -303,8 +303,28 @@ def launcher_killed_outright(folio, data, reference_dir, out_dir, step):
     if "interrupted after" not in stdout or \
             not os.path.exists(os.path.join(out_dir, "state.safetensors")):
         return [f"{label}: no state saved: {stdout[-300:]!r} {stderr[-400:]!r}"]
+    problems = resume_on_other_ranks_refused(folio, out_dir)
     run(resume_command(folio, out_dir, []) + ["--nproc", "2"])
-    return same_run(reference_dir, out_dir)
+    return problems + same_run(reference_dir, out_dir)
+
+
+def resume_on_other_ranks_refused(folio, out_dir):
+    """The ranks are a factor of the global batch (ranks x batch_size x grad_accum): a run of 2
+    ranks resumed by one process went on with half its batch (and metrics.jsonl's token count went
+    backwards), where a change of grad_accum is refused. Refused: one line, exit 2, the state
+    untouched."""
+    state = os.path.join(out_dir, "state.safetensors")
+    before = safetensors_tensors(state)
+    result = subprocess.run(resume_command(folio, out_dir, []), capture_output=True, text=True,
+                            env=environment(), timeout=60)
+    lines = result.stderr.strip().splitlines()
+    if result.returncode != 2 or len(lines) != 1 or \
+            "trained on 2 ranks and this one has 1 rank; resume it on 2 ranks" not in lines[0]:
+        return [f"a 2-rank run resumed by one process: exit {result.returncode}, "
+                f"stderr {result.stderr[-400:]!r}"]
+    if safetensors_tensors(state) != before:
+        return ["a refused resume on other ranks changed the state"]
+    return []
 
 
 def main(folio, data, work, kills="20"):
