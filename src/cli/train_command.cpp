@@ -81,12 +81,15 @@ std::string ranks_text(int count) {
 std::string other_world_size(const TrainingState& state, int world_size,
                              const std::string& run_dir) {
   const std::string trained_on = ranks_text(state.world_size);
+  const std::string how = state.world_size == 1
+                              ? "as one process (without --nproc or a launcher)"
+                              : "on " + trained_on + " (folio train --nproc " +
+                                    std::to_string(state.world_size) +
+                                    ", or as many from its launcher)";
   return "--resume continues a run exactly, so the number of ranks (a factor of the global batch) "
          "cannot change: the run in " + run_dir + " trained on " + trained_on +
-         " and this one has " + ranks_text(world_size) + "; resume it on " + trained_on +
-         " (folio train --nproc " + std::to_string(state.world_size) +
-         ", or as many from its launcher), or start a new run with --init_from " + run_dir +
-         "/ckpt.safetensors instead";
+         " and this one has " + ranks_text(world_size) + "; resume it " + how +
+         ", or start a new run with --init_from " + run_dir + "/ckpt.safetensors instead";
 }
 
 }  // namespace
@@ -153,21 +156,19 @@ int train_command(Arguments& arguments) {
     return 0;
   }
   const LaunchEnvironment env = detect_launch_environment();
+  // --nproc N above 1: this process becomes the launcher of N ranks, once the whole command is
+  // checked here (each rank had printed the same mistake, then the launcher its exit code).
+  int ranks_to_start = 1;
   if (arguments.has("nproc")) {
     // auto: one rank per GPU, as the seed's "We have 2 GPUs! Using 2 GPUs"; one on a CPU.
     const std::string nproc = arguments.take("nproc").value_or("1");
-    int count = 1;
     if (nproc == "auto")
-      count = std::max(1, visible_gpu_count());
+      ranks_to_start = std::max(1, visible_gpu_count());
     else
-      arguments.collect([&] { count = parse_int_option("nproc", nproc, 1, 1024); });
-    if (count > 1 && !env.distributed()) {
-      // Become the launcher: the ranks are copies of this command without --nproc.
-      arguments.throw_problems();
-      return run_local_ranks(count, arguments.original_without("nproc"),
-                             std::max(1, cores_available() / count));
-    }
+      arguments.collect([&] { ranks_to_start = parse_int_option("nproc", nproc, 1, 1024); });
+    if (env.distributed()) ranks_to_start = 1;
   }
+  const int world_size = ranks_to_start > 1 ? ranks_to_start : env.world_size;
 
   const bool overwrite = arguments.take_flag("overwrite");
   const bool print_config = arguments.take_flag("print_config");
@@ -183,8 +184,8 @@ int train_command(Arguments& arguments) {
       arguments.problem("--resume continues a run from its own weights; drop --init_from " +
                         init_from + ", or start a new run with it in another --out_dir");
     state = load_training_state(training_state_path(resume_dir));
-    if (state->world_size > 0 && state->world_size != env.world_size)
-      arguments.problem(other_world_size(*state, env.world_size, resume_dir));
+    if (state->world_size > 0 && state->world_size != world_size)
+      arguments.problem(other_world_size(*state, world_size, resume_dir));
     config = state->config;
     config.out_dir = resume_dir;
     const Config before = config;
@@ -220,8 +221,15 @@ int train_command(Arguments& arguments) {
     if (env.rank == 0) std::cout << nothing_left_to_train(*state, config, resume_dir);
     return 0;
   }
-
   const std::string data_path = resolve_data_path(config.data);
+  if (ranks_to_start > 1) {
+    state.reset();  // the ranks read it again: the launcher holds no copy while they train
+    // The ranks are copies of this command without --nproc (the default text fetched once,
+    // above, not by each at the same time).
+    return run_local_ranks(ranks_to_start, arguments.original_without("nproc"),
+                           std::max(1, cores_available() / ranks_to_start));
+  }
+
   TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),
                          !quiet && env.rank == 0);
   // The model's tokenizer reads the text unless --tokenizer names another: a resumed run's, or
