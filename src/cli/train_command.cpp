@@ -1,6 +1,5 @@
 // folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] [--init_from CKPT]
 //             [--resume DIR] [--nproc N|auto] [--KEY=VALUE ...]
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -50,11 +49,6 @@ void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
   }
   if (config.out_dir == "out" && !env.sagemaker_model_dir.empty())
     config.out_dir = env.sagemaker_model_dir;
-}
-
-int cores_available() {
-  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return cores > 0 ? static_cast<int>(cores) : 1;
 }
 
 // What `--resume DIR` says when the run has no steps left: it finished, or --max_iters asks for
@@ -226,8 +220,7 @@ int train_command(Arguments& arguments) {
     state.reset();  // the ranks read it again: the launcher holds no copy while they train
     // The ranks are copies of this command without --nproc (the default text fetched once,
     // above, not by each at the same time).
-    return run_local_ranks(ranks_to_start, arguments.original_without("nproc"),
-                           std::max(1, cores_available() / ranks_to_start));
+    return run_local_ranks(ranks_to_start, arguments.original_without("nproc"));
   }
 
   TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),

@@ -40,10 +40,7 @@ int free_port() {
 
 }  // namespace
 
-int run_local_ranks(int count, const std::vector<std::string>& arguments, int threads_per_rank) {
-  bool sets_threads = false;
-  for (const std::string& argument : arguments)
-    if (argument.rfind("--threads", 0) == 0) sets_threads = true;
+int run_local_ranks(int count, const std::vector<std::string>& arguments) {
   const std::string port = std::to_string(free_port());
   std::printf("We have %d ranks! Using %d processes on this machine (rendezvous 127.0.0.1:%s)\n",
               count, count, port.c_str());
@@ -78,7 +75,6 @@ int run_local_ranks(int count, const std::vector<std::string>& arguments, int th
       ::setenv("FOLIO_NPROC_LAUNCHER", "1", 1);
       std::vector<std::string> child_arguments = {"folio"};
       child_arguments.insert(child_arguments.end(), arguments.begin(), arguments.end());
-      if (!sets_threads) child_arguments.push_back("--threads=" + std::to_string(threads_per_rank));
       std::vector<char*> argv;
       for (std::string& argument : child_arguments) argv.push_back(argument.data());
       argv.push_back(nullptr);

@@ -299,6 +299,16 @@ def main(folio, data):
           other_ranks.returncode == 2 and refused_once(
               other_ranks, "trained on 1 rank and this one has 2 ranks"),
           f"rc {other_ranks.returncode}, stderr {other_ranks.stderr!r}")
+    # -- the --nproc launcher's ranks take their share of the cores without saving it in the run's
+    # config (it had added --threads=N to their command lines, which a resume on another machine
+    # or number of ranks then inherited)
+    ranks_dir = os.path.join(work, "nproc_threads")
+    ranks = run(folio, *nproc, "--out_dir", ranks_dir)
+    resumed_config = run(folio, "train", "--resume", ranks_dir, "--nproc", "2", "--print_config")
+    check("--nproc 2: each rank takes cores / 2 threads, and the config keeps threads = 0",
+          ranks.returncode == 0 and expected in ranks.stdout
+          and "threads = 0\n" in resumed_config.stdout,
+          f"expected {expected!r} in {ranks.stdout!r}; {resumed_config.stdout[-300:]!r}")
 
     # ... and waits passively (OpenMP reads OMP_WAIT_POLICY at start: folio runs itself again)
     environment = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
