@@ -160,7 +160,12 @@ int train_command(Arguments& arguments) {
       ranks_to_start = std::max(1, visible_gpu_count());
     else
       arguments.collect([&] { ranks_to_start = parse_int_option("nproc", nproc, 1, 1024); });
-    if (env.distributed()) ranks_to_start = 1;
+    // Under a launcher of several ranks it had been ignored, each rank training as the launcher's.
+    if (ranks_to_start > 1 && env.distributed())
+      arguments.problem("--nproc " + nproc + " would start ranks of its own, but this process "
+                        "is already rank " + std::to_string(env.rank) + " of " +
+                        std::to_string(env.world_size) + " started by " + env.launcher_name() +
+                        ": drop --nproc (the ranks come from one launcher)");
   }
   const int world_size = ranks_to_start > 1 ? ranks_to_start : env.world_size;
 

@@ -299,6 +299,17 @@ def main(folio, data):
           other_ranks.returncode == 2 and refused_once(
               other_ranks, "trained on 1 rank and this one has 2 ranks"),
           f"rc {other_ranks.returncode}, stderr {other_ranks.stderr!r}")
+    for launcher, variables in [("torchrun-style environment", {"RANK": "0", "WORLD_SIZE": "2"}),
+                                ("mpirun", {"OMPI_COMM_WORLD_SIZE": "2",
+                                            "OMPI_COMM_WORLD_RANK": "0"})]:
+        # (a short dist_timeout: not refused, the one rank would wait at the rendezvous)
+        under_launcher = run(folio, *nproc, "--out_dir", os.path.join(work, "nproc"),
+                             "--dist_timeout=5", env=dict(os.environ, **variables))
+        check(f"--nproc 2 under {launcher} is refused (it was ignored)",
+              under_launcher.returncode == 2 and refused_once(
+                  under_launcher, f"already rank 0 of 2 started by {launcher}: drop --nproc"),
+              f"rc {under_launcher.returncode}, stderr {under_launcher.stderr!r}")
+
     # -- the --nproc launcher's ranks take their share of the cores without saving it in the run's
     # config (it had added --threads=N to their command lines, which a resume on another machine
     # or number of ranks then inherited)
