@@ -304,6 +304,22 @@ TEST(TcpStore, WaitingForAKeyEndsAtTheTimeout) {
   }
 }
 
+// An address that does not resolve is blamed on where it came from (SageMaker's first host had
+// been blamed on MASTER_ADDR).
+TEST(GlooCommunicator, AnUnresolvableRendezvousNamesWhereItsAddressCameFrom) {
+  LaunchEnvironment env = environment(1, 2, free_port());
+  env.master_address = "no-such-host.invalid";
+  env.master_address_from = "SM_HOSTS' first host";
+  try {
+    GlooCommunicator communicator(env, 1.0);
+    FAIL() << "no-such-host.invalid resolved";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'no-such-host.invalid' (SM_HOSTS' first host)"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 // A listener whose backlog is full drops the SYNs: a blocking connect waited for the kernel's SYN
 // retries (about 127 s), whatever the timeout.
 TEST(TcpStore, ConnectingEndsAtTheTimeoutWhenTheListenerDropsConnections) {
