@@ -47,8 +47,6 @@ int run(int argc, char** argv) {
       iterations = std::stoi(value());
     else if (argument.rfind("--nproc", 0) == 0)
       nproc = std::stoi(value());
-    else if (argument.rfind("--threads", 0) == 0)
-      value();  // set by the --nproc launcher
     else
       throw Error("unknown option " + argument + ": use --floats N, --iterations K, --nproc N");
   }
@@ -60,7 +58,7 @@ int run(int argc, char** argv) {
         arguments.push_back(argv[i]);
       else if (std::string(argv[i]).find('=') == std::string::npos)
         ++i;
-    return run_local_ranks(nproc, arguments, 1);
+    return run_local_ranks(nproc, arguments);
   }
   const std::unique_ptr<Backend> backend = make_backend("cpu", 1);
   const std::unique_ptr<Communicator> communicator = make_communicator(env, 120, *backend);

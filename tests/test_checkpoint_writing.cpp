@@ -21,6 +21,7 @@
 #include "io/hf_gpt2.h"
 #include "io/run_directory.h"
 #include "io/safetensors.h"
+#include "io/training_state.h"
 #include "model/gpt.h"
 #include "safetensors_bytes.h"
 #include "test_helpers.h"
@@ -284,6 +285,34 @@ TEST(RunDirectoryStart, AResumedRunMovedToAnotherFolderTakesItsModelAndMetrics) 
   EXPECT_EQ(read_all(moved.metrics_path()), "{\"type\": \"eval\", \"step\": 0}\n");
   EXPECT_FALSE(std::filesystem::exists(moved.state_path()));
   EXPECT_EQ(read_all(earlier.checkpoint_path()), checkpoint);
+}
+
+// A state records the ranks that trained it (a resume on other ranks would change the global
+// batch and is refused); one written before they were recorded still loads, the ranks unknown.
+TEST(TrainingStateFile, RecordsTheRanksAndReadsAStateWrittenWithoutThem) {
+  TempDir dir;
+  TrainingState state;
+  state.config = wide_gpt2_config(false);
+  state.tokenizer = Tokenizer(vocabulary());
+  state.data_sha256 = "identity";
+  state.parameters = state.first_moment = state.second_moment = values(10, 3);
+  state.world_size = 3;
+  const std::string path = dir.file("state.safetensors");
+  save_training_state(path, state);
+  EXPECT_EQ(load_training_state(path).world_size, 3);
+
+  const SafetensorsFile file = SafetensorsFile::read(path);
+  std::map<std::string, std::string> earlier = file.metadata();
+  for (const char* added : {"world_size", "data_sha256", "header_sha256"}) earlier.erase(added);
+  const std::vector<float> tensor = state.parameters;
+  write_safetensors(path,
+                    {{"parameters", {10}, tensor.data()},
+                     {"adam_m", {10}, tensor.data()},
+                     {"adam_v", {10}, tensor.data()}},
+                    earlier);
+  const TrainingState loaded = load_training_state(path);
+  EXPECT_EQ(loaded.world_size, 0);
+  EXPECT_EQ(loaded.parameters, state.parameters);
 }
 
 }  // namespace

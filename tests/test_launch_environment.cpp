@@ -8,6 +8,7 @@
 namespace folio {
 namespace {
 
+using testing::error_message;
 using testing::ScopedEnvironment;
 
 // `mpirun -np 1 folio train --nproc 2`: each rank the launcher starts inherits mpirun's variables
@@ -31,10 +32,47 @@ TEST(LaunchEnvironment, RefusesAPortOutsideOneTo65535) {
   ScopedEnvironment rank("RANK", "0"), world("WORLD_SIZE", "2");
   for (const char* bad : {"95536", "0", "-1", "80x"}) {
     ScopedEnvironment port("MASTER_PORT", bad);
-    EXPECT_THROW(detect_launch_environment(), Error) << bad;
+    EXPECT_THROW(detect_launch_environment(), UsageError) << bad;
   }
   ScopedEnvironment port("MASTER_PORT", "65535");
   EXPECT_EQ(detect_launch_environment().master_port, 65535);
+}
+
+// Launch variables are the command's input: bad ones are usage errors, exit 2 (they had been 1).
+TEST(LaunchEnvironment, BadVariablesAreUsageErrors) {
+  for (const auto& [rank, world] : {std::pair{"2", "2"}, {"-1", "2"}, {"0", "abc"}}) {
+    ScopedEnvironment rank_variable("RANK", rank), world_variable("WORLD_SIZE", world);
+    EXPECT_THROW(detect_launch_environment(), UsageError) << rank << " of " << world;
+  }
+}
+
+// RANK without WORLD_SIZE, or the other way round, had been ignored: the process trained alone.
+TEST(LaunchEnvironment, HalfATorchrunEnvironmentIsRefusedNamingWhatIsMissing) {
+  for (const auto& [set, missing] : {std::pair{"RANK", "WORLD_SIZE"}, {"WORLD_SIZE", "RANK"}}) {
+    ScopedEnvironment variable(set, "1");
+    const std::string message = error_message([] { detect_launch_environment(); });
+    EXPECT_EQ(message.rfind(std::string(set) + " is set but " + missing + " is not", 0), 0u)
+        << message;
+    EXPECT_THROW(detect_launch_environment(), UsageError);
+  }
+}
+
+// A host named twice in SM_HOSTS had been accepted: two processes of one rank.
+TEST(LaunchEnvironment, SageMakerHostsNamedTwiceAreRefused) {
+  ScopedEnvironment hosts("SM_HOSTS", R"(["algo-1", "algo-2", "algo-1"])"),
+      current("SM_CURRENT_HOST", "algo-2");
+  EXPECT_THROW(detect_launch_environment(), UsageError);
+  EXPECT_NE(error_message([] { detect_launch_environment(); }).find("names host 'algo-1' twice"),
+            std::string::npos);
+}
+
+// The rendezvous address comes from SM_HOSTS unless MASTER_ADDR is set: messages say which.
+TEST(LaunchEnvironment, SaysWhereTheRendezvousAddressCameFrom) {
+  ScopedEnvironment hosts("SM_HOSTS", R"(["algo-1", "algo-2"])"),
+      current("SM_CURRENT_HOST", "algo-2");
+  EXPECT_EQ(detect_launch_environment().master_address_from, "SM_HOSTS' first host");
+  ScopedEnvironment address("MASTER_ADDR", "10.0.0.1");
+  EXPECT_EQ(detect_launch_environment().master_address_from, "MASTER_ADDR");
 }
 
 }  // namespace

@@ -52,11 +52,15 @@ int other_runnable_tasks() {
   return std::max(0, fewest);
 }
 
+bool started_by_nproc() {
+  return std::getenv("FOLIO_NPROC_LAUNCHER") != nullptr;
+}
+
 }  // namespace
 
 int local_rank_count() {
   // `folio train --nproc N` starts all N ranks on this machine.
-  if (std::getenv("FOLIO_NPROC_LAUNCHER") != nullptr) return std::max(1, count_from("WORLD_SIZE"));
+  if (started_by_nproc()) return std::max(1, count_from("WORLD_SIZE"));
   for (const char* variable : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
                                "SLURM_NTASKS_PER_NODE"})
     if (const int count = count_from(variable)) return count;
@@ -66,8 +70,9 @@ int local_rank_count() {
 int threads_for_rank(int configured) {
   if (configured > 0) return configured;
   const int cores = cores_in_affinity_mask();
-  // A launcher that binds each rank (mpirun --bind-to core) has already divided the machine.
-  if (cores < online_cores()) return cores;
+  // A launcher that binds each rank (mpirun --bind-to core) has already divided the machine;
+  // `folio train --nproc` binds none, so its ranks share the cores they inherit.
+  if (cores < online_cores() && !started_by_nproc()) return cores;
   return std::max(1, cores / local_rank_count());
 }
 

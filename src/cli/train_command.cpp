@@ -1,6 +1,5 @@
 // folio train [--config NAME|FILE] [--data FILE] [--out_dir DIR] [--init_from CKPT]
 //             [--resume DIR] [--nproc N|auto] [--KEY=VALUE ...]
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -52,11 +51,6 @@ void apply_sagemaker_channels(Config& config, const LaunchEnvironment& env) {
     config.out_dir = env.sagemaker_model_dir;
 }
 
-int cores_available() {
-  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return cores > 0 ? static_cast<int>(cores) : 1;
-}
-
 // What `--resume DIR` says when the run has no steps left: it finished, or --max_iters asks for
 // no more steps than it has done.
 std::string nothing_left_to_train(const TrainingState& state, const Config& config,
@@ -71,6 +65,25 @@ std::string nothing_left_to_train(const TrainingState& state, const Config& conf
   const std::string model = (std::filesystem::path(run_dir) / "ckpt.safetensors").string();
   if (std::filesystem::exists(model)) text += " (the model is in " + model + ")";
   return text + "\n";
+}
+
+std::string ranks_text(int count) {
+  return std::to_string(count) + (count == 1 ? " rank" : " ranks");
+}
+
+// The ranks set the global batch, which a resume must keep as it keeps batch_size and grad_accum.
+std::string other_world_size(const TrainingState& state, int world_size,
+                             const std::string& run_dir) {
+  const std::string trained_on = ranks_text(state.world_size);
+  const std::string how = state.world_size == 1
+                              ? "as one process (without --nproc or a launcher)"
+                              : "on " + trained_on + " (folio train --nproc " +
+                                    std::to_string(state.world_size) +
+                                    ", or as many from its launcher)";
+  return "--resume continues a run exactly, so the number of ranks (a factor of the global batch) "
+         "cannot change: the run in " + run_dir + " trained on " + trained_on +
+         " and this one has " + ranks_text(world_size) + "; resume it " + how +
+         ", or start a new run with --init_from " + run_dir + "/ckpt.safetensors instead";
 }
 
 }  // namespace
@@ -137,21 +150,24 @@ int train_command(Arguments& arguments) {
     return 0;
   }
   const LaunchEnvironment env = detect_launch_environment();
+  // --nproc N above 1: this process becomes the launcher of N ranks, once the whole command is
+  // checked here (each rank had printed the same mistake, then the launcher its exit code).
+  int ranks_to_start = 1;
   if (arguments.has("nproc")) {
     // auto: one rank per GPU, as the seed's "We have 2 GPUs! Using 2 GPUs"; one on a CPU.
     const std::string nproc = arguments.take("nproc").value_or("1");
-    int count = 1;
     if (nproc == "auto")
-      count = std::max(1, visible_gpu_count());
+      ranks_to_start = std::max(1, visible_gpu_count());
     else
-      arguments.collect([&] { count = parse_int_option("nproc", nproc, 1, 1024); });
-    if (count > 1 && !env.distributed()) {
-      // Become the launcher: the ranks are copies of this command without --nproc.
-      arguments.throw_problems();
-      return run_local_ranks(count, arguments.original_without("nproc"),
-                             std::max(1, cores_available() / count));
-    }
+      arguments.collect([&] { ranks_to_start = parse_int_option("nproc", nproc, 1, 1024); });
+    // Under a launcher of several ranks it had been ignored, each rank training as the launcher's.
+    if (ranks_to_start > 1 && env.distributed())
+      arguments.problem("--nproc " + nproc + " would start ranks of its own, but this process "
+                        "is already rank " + std::to_string(env.rank) + " of " +
+                        std::to_string(env.world_size) + " started by " + env.launcher_name() +
+                        ": drop --nproc (the ranks come from one launcher)");
   }
+  const int world_size = ranks_to_start > 1 ? ranks_to_start : env.world_size;
 
   const bool overwrite = arguments.take_flag("overwrite");
   const bool print_config = arguments.take_flag("print_config");
@@ -167,6 +183,8 @@ int train_command(Arguments& arguments) {
       arguments.problem("--resume continues a run from its own weights; drop --init_from " +
                         init_from + ", or start a new run with it in another --out_dir");
     state = load_training_state(training_state_path(resume_dir));
+    if (state->world_size > 0 && state->world_size != world_size)
+      arguments.problem(other_world_size(*state, world_size, resume_dir));
     config = state->config;
     config.out_dir = resume_dir;
     const Config before = config;
@@ -202,8 +220,14 @@ int train_command(Arguments& arguments) {
     if (env.rank == 0) std::cout << nothing_left_to_train(*state, config, resume_dir);
     return 0;
   }
-
   const std::string data_path = resolve_data_path(config.data);
+  if (ranks_to_start > 1) {
+    state.reset();  // the ranks read it again: the launcher holds no copy while they train
+    // The ranks are copies of this command without --nproc (the default text fetched once,
+    // above, not by each at the same time).
+    return run_local_ranks(ranks_to_start, arguments.original_without("nproc"));
+  }
+
   TaskProgress preparing("preparing " + data_path, 1, "", StatusLine::standard_output(),
                          !quiet && env.rank == 0);
   // The model's tokenizer reads the text unless --tokenizer names another: a resumed run's, or

@@ -16,6 +16,7 @@ sigset_t stop_signals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, kLauncherGoneSignal);
   return signals;
 }
 

@@ -1,4 +1,5 @@
-// Where SIGINT and SIGTERM are delivered: on one thread of their own that runs no numerical code.
+// Where SIGINT, SIGTERM and kLauncherGoneSignal are delivered: on one thread of their own that runs
+// no numerical code.
 //
 // Why: oneDNN's JIT GEMM kernels (Debian 12 ships oneDNN 2.7) point the stack register at a
 // workspace on the heap while they run. A signal handled on a thread inside such a kernel has its
@@ -10,15 +11,23 @@
 // whatever oneDNN version is linked.
 #pragma once
 
+#include <signal.h>
+
 #include <string>
 
 namespace folio {
 
-// Call first thing in main(), before any thread starts: blocks SIGINT and SIGTERM on this thread
-// (and so on every thread it starts later, OpenMP's and oneDNN's included) and starts the one
-// thread that receives them. Handlers installed with sigaction (train/stop_signal.cpp,
-// distributed/local_ranks.cpp) then run on that thread; with no handler, the signal still ends
-// the process as usual.
+// What a rank that `folio train --nproc` started gets when its launcher dies (PR_SET_PDEATHSIG).
+// Not SIGTERM: Linux sends the parent-death signal at every reparenting, once when the launcher's
+// forking thread dies and again when its last thread does, and a second SIGTERM means "stop at
+// once" (train/stop_signal.h), so a launcher killed outright often lost its ranks' state.
+constexpr int kLauncherGoneSignal = SIGUSR2;
+
+// Call first thing in main(), before any thread starts: blocks SIGINT, SIGTERM and
+// kLauncherGoneSignal on this thread (and so on every thread it starts later, OpenMP's and
+// oneDNN's included) and starts the one thread that receives them. Handlers installed with
+// sigaction (train/stop_signal.cpp, distributed/local_ranks.cpp) then run on that thread; with no
+// handler, the signal still ends the process as usual.
 void receive_stop_signals_on_their_own_thread();
 
 // Whether the calling thread has SIGINT and SIGTERM blocked (for tests).

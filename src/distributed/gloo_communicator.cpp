@@ -27,14 +27,17 @@ namespace {
 
 // The address of this machine that the others reach it by: the one its packets to the
 // rendezvous leave from (connecting a UDP socket sends nothing, it only picks the route).
-std::string local_address_towards(const std::string& host, int port) {
+// Its errors name where the rendezvous address came from (SM_HOSTS had been blamed on MASTER_ADDR).
+std::string local_address_towards(const LaunchEnvironment& env) {
+  const std::string& host = env.master_address;
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
-    throw Error("cannot resolve the rendezvous address '" + host +
-                "' (MASTER_ADDR): give an IPv4 address or a host name this machine knows");
+  if (::getaddrinfo(host.c_str(), std::to_string(env.master_port).c_str(), &hints, &found) != 0 ||
+      !found)
+    throw Error("cannot resolve the rendezvous address '" + host + "' (" + env.master_address_from +
+                "): give an IPv4 address or a host name this machine knows");
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in local{};
   socklen_t length = sizeof(local);
@@ -42,7 +45,9 @@ std::string local_address_towards(const std::string& host, int port) {
                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
   ::freeaddrinfo(found);
   if (fd >= 0) ::close(fd);
-  if (!routed) throw Error("no network route to the rendezvous address " + host + " (MASTER_ADDR)");
+  if (!routed)
+    throw Error("no network route to the rendezvous address " + host + " (" +
+                env.master_address_from + ")");
   char text[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
   return text;
@@ -74,10 +79,13 @@ GlooCommunicator::GlooCommunicator(const LaunchEnvironment& env, double timeout_
   const std::string me = "rank " + std::to_string(rank());
   gloo::transport::tcp::attr attr;
   attr.ai_family = AF_INET;
+  // Checked with GLOO_SOCKET_IFNAME too: the store's own message cannot say where the address
+  // came from.
+  const std::string local_address = local_address_towards(env);
   if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface && *interface)
     attr.iface = interface;
   else
-    attr.hostname = local_address_towards(env.master_address, env.master_port);
+    attr.hostname = local_address;
 
   store_ =
       std::make_unique<TcpStore>(env.master_address, env.master_port, is_root(), rank(), timeout_);

@@ -23,7 +23,8 @@ int integer_variable(const char* name, int fallback, long most = 1 << 24,
   char* end = nullptr;
   const long parsed = std::strtol(value, &end, 10);
   if (*end != '\0' || parsed < 0 || parsed > most)
-    throw Error(std::string("environment variable ") + name + "='" + value + "' is not " + what);
+    throw UsageError(std::string("environment variable ") + name + "='" + value + "' is not " +
+                     what);
   return static_cast<int>(parsed);
 }
 
@@ -32,7 +33,8 @@ int integer_variable(const char* name, int fallback, long most = 1 << 24,
 int port_variable(const char* name) {
   const int port = integer_variable(name, 29500, 65535, "a TCP port (1 to 65535)");
   if (port == 0)
-    throw Error(std::string("environment variable ") + name + "=0 is not a TCP port (1 to 65535)");
+    throw UsageError(std::string("environment variable ") + name +
+                     "=0 is not a TCP port (1 to 65535)");
   return port;
 }
 
@@ -87,22 +89,37 @@ LaunchEnvironment detect_launch_environment() {
     try {
       hosts = nlohmann::json::parse(variable("SM_HOSTS")).get<std::vector<std::string>>();
     } catch (const nlohmann::json::exception&) {
-      throw Error("SM_HOSTS is not a JSON list of host names");
+      throw UsageError("SM_HOSTS is not a JSON list of host names");
     }
+    for (size_t i = 0; i < hosts.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (hosts[i] == hosts[j])
+          throw UsageError("SM_HOSTS names host '" + hosts[i] +
+                           "' twice: each host of the job once (its index is its rank)");
     const std::string current = variable("SM_CURRENT_HOST");
     int index = -1;
     for (size_t i = 0; i < hosts.size(); ++i)
       if (hosts[i] == current) index = static_cast<int>(i);
-    if (index < 0) throw Error("SM_CURRENT_HOST '" + current + "' is not in SM_HOSTS");
+    if (index < 0) throw UsageError("SM_CURRENT_HOST '" + current + "' is not in SM_HOSTS");
     env.world_size = static_cast<int>(hosts.size());
     env.rank = index;
     env.local_rank = 0;
     env.master_address = variable("MASTER_ADDR") ? variable("MASTER_ADDR") : hosts.front();
+    env.master_address_from = variable("MASTER_ADDR") ? "MASTER_ADDR" : "SM_HOSTS' first host";
     env.master_port = port_variable("MASTER_PORT");
   }
+  // Half a torchrun-style environment had been ignored: the process trained alone.
+  if (env.launcher == Launcher::kSingle && !variable("RANK") != !variable("WORLD_SIZE")) {
+    const std::string set = variable("RANK") ? "RANK" : "WORLD_SIZE";
+    const std::string unset = variable("RANK") ? "WORLD_SIZE" : "RANK";
+    throw UsageError(set + " is set but " + unset + " is not: a torchrun-style launch sets both " +
+                     "(with MASTER_ADDR and MASTER_PORT) on every process; set " + unset +
+                     ", or unset " + set + " to train as one process");
+  }
   if (env.world_size < 1 || env.rank >= env.world_size)
-    throw Error("the launcher says rank " + std::to_string(env.rank) + " of " +
-                std::to_string(env.world_size) + " ranks: the rank must be below the world size");
+    throw UsageError("the launcher says rank " + std::to_string(env.rank) + " of " +
+                     std::to_string(env.world_size) +
+                     " ranks: the rank must be below the world size");
   return env;
 }
 

@@ -14,6 +14,7 @@ struct LaunchEnvironment {
   Launcher launcher = Launcher::kSingle;
   int rank = 0, world_size = 1, local_rank = 0;
   std::string master_address;  // rendezvous of the TCP communicator
+  std::string master_address_from = "MASTER_ADDR";  // where it was read, for messages
   int master_port = 0;
   // SageMaker's channels: where the data is and where the model goes.
   std::string sagemaker_data_dir, sagemaker_model_dir;
@@ -22,7 +23,8 @@ struct LaunchEnvironment {
   std::string launcher_name() const;
 };
 
-// Reads the environment; throws folio::Error on inconsistent values (RANK >= WORLD_SIZE, ...).
+// Reads the environment; throws folio::UsageError on inconsistent values (RANK >= WORLD_SIZE,
+// RANK without WORLD_SIZE, ...).
 LaunchEnvironment detect_launch_environment();
 
 }  // namespace folio

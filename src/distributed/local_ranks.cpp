@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/signal_thread.h"
 
 namespace folio {
 
@@ -39,10 +40,7 @@ int free_port() {
 
 }  // namespace
 
-int run_local_ranks(int count, const std::vector<std::string>& arguments, int threads_per_rank) {
-  bool sets_threads = false;
-  for (const std::string& argument : arguments)
-    if (argument.rfind("--threads", 0) == 0) sets_threads = true;
+int run_local_ranks(int count, const std::vector<std::string>& arguments) {
   const std::string port = std::to_string(free_port());
   std::printf("We have %d ranks! Using %d processes on this machine (rendezvous 127.0.0.1:%s)\n",
               count, count, port.c_str());
@@ -64,9 +62,10 @@ int run_local_ranks(int count, const std::vector<std::string>& arguments, int th
       // reaches the launcher alone, which forwards it once. In the launcher's group each rank got
       // it twice, took the second for "stop at once" and exited without saving its state.
       ::setpgid(0, 0);
-      // And so that a launcher killed outright does not leave its ranks running: they get the
-      // SIGTERM that saves their state and stops them (unless it is already gone).
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      // And so that a launcher killed outright does not leave its ranks running: they stop after
+      // their step and save their state (unless it is already gone). A signal of its own, not
+      // SIGTERM: why in core/signal_thread.h.
+      ::prctl(PR_SET_PDEATHSIG, kLauncherGoneSignal);
       if (::getppid() != launcher) ::_exit(1);
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
@@ -76,7 +75,6 @@ int run_local_ranks(int count, const std::vector<std::string>& arguments, int th
       ::setenv("FOLIO_NPROC_LAUNCHER", "1", 1);
       std::vector<std::string> child_arguments = {"folio"};
       child_arguments.insert(child_arguments.end(), arguments.begin(), arguments.end());
-      if (!sets_threads) child_arguments.push_back("--threads=" + std::to_string(threads_per_rank));
       std::vector<char*> argv;
       for (std::string& argument : child_arguments) argv.push_back(argument.data());
       argv.push_back(nullptr);

@@ -36,6 +36,23 @@ int milliseconds_until(Clock::time_point deadline) {
   return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 1000000)));
 }
 
+// Connects `fd` to `address` before the deadline; false when refused or too late. Without a
+// deadline of its own, connect to a listener whose backlog is full (it drops the SYNs) waited for
+// the kernel's SYN retries, about 127 s, whatever dist_timeout said.
+bool connect_before(int fd, const sockaddr_in& address, Clock::time_point deadline) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+  bool connected = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  if (!connected && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int error = 0;
+    socklen_t length = sizeof(error);
+    connected = ::poll(&p, 1, milliseconds_until(deadline)) == 1 &&
+                ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+  }
+  return ::fcntl(fd, F_SETFL, flags) == 0 && connected;
+}
+
 // Sends or receives exactly `bytes` before the deadline; false when the peer closed the
 // connection or the deadline passed.
 bool send_all(int fd, const void* data, size_t bytes, Clock::time_point deadline) {
@@ -221,7 +238,7 @@ TcpStore::TcpStore(const std::string& host, int port, bool serve, int rank,
   for (;;) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw Error("cannot create a socket: " + errno_text());
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) break;
+    if (connect_before(fd_, address, deadline)) break;
     ::close(fd_);
     fd_ = -1;
     if (Clock::now() > deadline)

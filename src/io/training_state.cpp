@@ -28,6 +28,7 @@ std::map<std::string, std::string> training_state_metadata(const TrainingState& 
   metadata["steps_done"] = std::to_string(state.steps_done);
   metadata["optimizer_steps"] = std::to_string(state.optimizer_steps);
   metadata["elapsed_seconds"] = shortest_double(state.elapsed_seconds);
+  metadata["world_size"] = std::to_string(state.world_size);
   return metadata;
 }
 
@@ -62,6 +63,7 @@ TrainingState read_training_state(const std::string& path) {
                             ? std::numeric_limits<double>::infinity()
                             : metadata.number<double>("best_val_loss");
   state.elapsed_seconds = metadata.number<double>("elapsed_seconds");
+  state.world_size = metadata.number_or<int>("world_size", 0);
   auto tensor = [&](const char* name) {
     const SafetensorsTensor* t = file.find(name);
     if (t == nullptr || t->dtype != "F32" || t->shape.size() != 1)
@@ -72,7 +74,8 @@ TrainingState read_training_state(const std::string& path) {
   state.first_moment = tensor("adam_m");
   state.second_moment = tensor("adam_v");
   if (state.first_moment.size() != state.parameters.size() ||
-      state.second_moment.size() != state.parameters.size() || state.steps_done < 0)
+      state.second_moment.size() != state.parameters.size() || state.steps_done < 0 ||
+      state.world_size < 0)
     throw Error(path + " is inconsistent: its tensors differ in size");
   return state;
 }

@@ -25,6 +25,9 @@ struct TrainingState {
   int64_t optimizer_steps = 0;   // AdamW's bias-correction counter
   double best_val_loss = 0;      // +infinity before the first evaluation
   double elapsed_seconds = 0;    // training time of all earlier sessions
+  // The ranks that trained it: they set the global batch (ranks x batch_size x grad_accum), so a
+  // resume must keep them. 0: unknown (a state written before it was recorded).
+  int world_size = 0;
   std::vector<float> parameters, first_moment, second_moment;
 };
 

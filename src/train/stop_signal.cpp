@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "core/signal_thread.h"
 #include "distributed/waiting_for_peers.h"
 
 namespace folio {
@@ -69,6 +70,16 @@ void on_stop_signal(int signal_number) {
   ::_exit(128 + signal_number);
 }
 
+// However many times it comes (core/signal_thread.h), the launcher's death is one request to stop
+// after the step; after a signal it adds nothing. Every rank is told, so rank 0 says it.
+void on_launcher_gone(int) {
+  int none = 0;
+  if (!signals_seen.compare_exchange_strong(none, 1) || rank_for_messages() > 0) return;
+  write_signal_safe(
+      "\nfolio: the launcher (folio train --nproc) is gone: stopping after the current step to "
+      "save the training state\n");
+}
+
 }  // namespace
 
 void install_stop_handlers(const std::string& out_dir) {
@@ -82,6 +93,8 @@ void install_stop_handlers(const std::string& out_dir) {
   action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  action.sa_handler = on_launcher_gone;
+  sigaction(kLauncherGoneSignal, &action, nullptr);
 }
 
 bool stop_requested() {

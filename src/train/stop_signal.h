@@ -1,7 +1,8 @@
 // SIGINT and SIGTERM (Ctrl-C, a scheduler's preemption notice): the first asks the trainer to
 // finish the current step, save the training state and exit 0 with a line saying how to resume;
 // a second one exits at once (status 128 + the signal: 130 for Ctrl-C), saying what is saved
-// and what is not.
+// and what is not. A rank of `folio train --nproc` whose launcher dies stops as at a first signal
+// (core/signal_thread.h: kLauncherGoneSignal), however often it is told.
 #pragma once
 
 #include <cstdint>

@@ -531,6 +531,7 @@ void Trainer::save_state(int64_t steps_done) {
   state.optimizer_steps = optimizer.steps_taken();
   state.best_val_loss = best_val_loss_;
   state.elapsed_seconds = seconds_trained();
+  state.world_size = communicator_.world_size();
   state.parameters = model_.read_parameters();
   const size_t n = model_.parameter_count();
   state.first_moment.resize(n);

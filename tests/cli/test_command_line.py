@@ -1,7 +1,8 @@
 """A command line with no silent traps: stray arguments, help and --version, exit codes, errors
 reported together, eval without --data, the training state given as a checkpoint, resumes with
-nothing to do, --max_iters=0, --init_from mismatches, a one-character text, a second Ctrl-C, and
-the thread count of a rank that shares the machine.
+nothing to do, --max_iters=0, --init_from mismatches, a one-character text, a second Ctrl-C, the
+thread count of a rank that shares the machine, and `--nproc` checking the command before it
+starts any rank.
 
     python3 test_command_line.py FOLIO_BINARY DATA_FILE
 """
@@ -323,6 +324,49 @@ def main(folio, data):
     check("a rank sharing the machine with another takes cores / local ranks threads",
           shared.returncode == 0 and expected in shared.stdout,
           f"expected {expected!r} in {shared.stdout!r}")
+
+    # -- `train --nproc 2` checks the whole command before it starts any rank: each rank had
+    # printed the mistake, then the launcher its exit code and that it stopped the others
+    def refused_once(result, expected):
+        lines = result.stderr.strip().splitlines()
+        return (len(lines) == 1 and lines[0].startswith("folio: error: ") and expected in lines[0]
+                and "We have 2 ranks" not in result.stdout)
+
+    nproc = ["train", "--nproc", "2", "--data", data, "--max_iters=1", *quick]
+    mistake = run(folio, *nproc, "--out_dir", os.path.join(work, "nproc"), "--lerning_rate=1")
+    check("--nproc 2: a usage error is one line, exit 2, before any rank starts",
+          mistake.returncode == 2 and refused_once(mistake, "unknown option --lerning_rate"),
+          f"rc {mistake.returncode}, stdout {mistake.stdout!r}, stderr {mistake.stderr!r}")
+    printed = run(folio, *nproc, "--print_config")
+    check("--nproc 2 --print_config prints the config once",
+          printed.returncode == 0 and printed.stdout.count("n_layer = ") == 1
+          and "We have" not in printed.stdout, f"rc {printed.returncode}, {printed.stdout!r}")
+    other_ranks = run(folio, "train", "--resume", run_dir, "--nproc", "2")
+    check("--nproc 2 resuming a run of one process: one line, exit 2",
+          other_ranks.returncode == 2 and refused_once(
+              other_ranks, "trained on 1 rank and this one has 2 ranks"),
+          f"rc {other_ranks.returncode}, stderr {other_ranks.stderr!r}")
+    for launcher, variables in [("torchrun-style environment", {"RANK": "0", "WORLD_SIZE": "2"}),
+                                ("mpirun", {"OMPI_COMM_WORLD_SIZE": "2",
+                                            "OMPI_COMM_WORLD_RANK": "0"})]:
+        # (a short dist_timeout: not refused, the one rank would wait at the rendezvous)
+        under_launcher = run(folio, *nproc, "--out_dir", os.path.join(work, "nproc"),
+                             "--dist_timeout=5", env=dict(os.environ, **variables))
+        check(f"--nproc 2 under {launcher} is refused (it was ignored)",
+              under_launcher.returncode == 2 and refused_once(
+                  under_launcher, f"already rank 0 of 2 started by {launcher}: drop --nproc"),
+              f"rc {under_launcher.returncode}, stderr {under_launcher.stderr!r}")
+
+    # -- the --nproc launcher's ranks take their share of the cores without saving it in the run's
+    # config (it had added --threads=N to their command lines, which a resume on another machine
+    # or number of ranks then inherited)
+    ranks_dir = os.path.join(work, "nproc_threads")
+    ranks = run(folio, *nproc, "--out_dir", ranks_dir)
+    resumed_config = run(folio, "train", "--resume", ranks_dir, "--nproc", "2", "--print_config")
+    check("--nproc 2: each rank takes cores / 2 threads, and the config keeps threads = 0",
+          ranks.returncode == 0 and expected in ranks.stdout
+          and "threads = 0\n" in resumed_config.stdout,
+          f"expected {expected!r} in {ranks.stdout!r}; {resumed_config.stdout[-300:]!r}")
 
     # ... and waits passively (OpenMP reads OMP_WAIT_POLICY at start: folio runs itself again)
     environment = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -299,6 +302,60 @@ TEST(TcpStore, WaitingForAKeyEndsAtTheTimeout) {
     EXPECT_NE(std::string(error.what()).find("waited 0.3 s (dist_timeout)"), std::string::npos)
         << error.what();
   }
+}
+
+// An address that does not resolve is blamed on where it came from (SageMaker's first host had
+// been blamed on MASTER_ADDR).
+TEST(GlooCommunicator, AnUnresolvableRendezvousNamesWhereItsAddressCameFrom) {
+  LaunchEnvironment env = environment(1, 2, free_port());
+  env.master_address = "no-such-host.invalid";
+  env.master_address_from = "SM_HOSTS' first host";
+  try {
+    GlooCommunicator communicator(env, 1.0);
+    FAIL() << "no-such-host.invalid resolved";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'no-such-host.invalid' (SM_HOSTS' first host)"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+// A listener whose backlog is full drops the SYNs: a blocking connect waited for the kernel's SYN
+// retries (about 127 s), whatever the timeout.
+TEST(TcpStore, ConnectingEndsAtTheTimeoutWhenTheListenerDropsConnections) {
+  const int port = free_port();
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  std::vector<int> fillers;  // connections never accepted, until one is not answered
+  bool full = false;
+  while (!full && fillers.size() < 16) {
+    fillers.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    ::connect(fillers.back(), reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    pollfd p{fillers.back(), POLLOUT, 0};
+    full = ::poll(&p, 1, 300) == 0;
+  }
+  ASSERT_TRUE(full) << "the listener's backlog never filled";
+  auto outcome = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> said = outcome->get_future();
+  std::thread([outcome, port] {  // detached: a connect that ignores the timeout outlives the test
+    try {
+      TcpStore client("127.0.0.1", port, false, 1, std::chrono::milliseconds(500));
+      outcome->set_value("connected");
+    } catch (const Error& error) {
+      outcome->set_value(error.what());
+    }
+  }).detach();
+  ASSERT_EQ(said.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "connecting to a listener that drops connections ignored a timeout of 0.5 s";
+  EXPECT_NE(said.get().find("rank 1: waited 0.5 s (dist_timeout) for rank 0's rendezvous"),
+            std::string::npos);
+  for (int fd : fillers) ::close(fd);
+  ::close(listener);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 """A run killed with SIGKILL at any moment, and resumed, ends with weights bit-identical to an
 uninterrupted run; so does one stopped cleanly with SIGTERM, or with Ctrl-C under `--nproc 2`
-(the terminal signals the whole process group); and a second signal stops at once, naming the
-files the folder holds (a resumed run's too).
+(the terminal signals the whole process group), or by killing its `--nproc 2` launcher outright;
+and a second signal stops at once, naming the files the folder holds (a resumed run's too).
 
 The run saves its training state every step (checkpoint_interval=1) so that a good share of the
 random kill points fall inside a save; a kill that leaves a temporary file behind proves it hit a
@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from common import environment, kill_tree, metrics_without_times, run, safetensors_tensors
+from common import children_of, environment, kill_tree, metrics_without_times, run, safetensors_tensors
 
 STEPS = 120
 
@@ -231,15 +231,25 @@ def two_sigints_after_a_resume(folio, data, out_dir):
     return []
 
 
-def ctrl_c_under_nproc(folio, data, work):
+def stops_under_nproc(folio, data, work):
+    """A `folio train --nproc 2` run stopped with Ctrl-C, and with its launcher killed outright,
+    saves its state and resumes into the uninterrupted run."""
+    reference_dir = os.path.join(work, "nproc", "uninterrupted")
+    run(train_command(folio, data, reference_dir, []) + ["--nproc", "2"])
+    problems = ctrl_c_under_nproc(folio, data, reference_dir, os.path.join(work, "nproc", "ctrl_c"))
+    for attempt, step in enumerate((10, 45, 80)):
+        problems += launcher_killed_outright(folio, data, reference_dir,
+                                             os.path.join(work, "nproc", f"killed{attempt}"), step)
+    print(f"stops under --nproc 2: {'ok' if not problems else 'FAIL ' + '; '.join(problems)}")
+    return problems
+
+
+def ctrl_c_under_nproc(folio, data, reference_dir, out_dir):
     """`folio train --nproc 2` in a terminal, Ctrl-C: the terminal sends SIGINT to the whole
     foreground process group. The ranks, in the launcher's group, got it from the terminal and
     again from the launcher, took the second for "stop at once" and exited 130 without saving;
     in a group of their own they get it once, from the launcher: the run stops after its step,
     saves its state and exits 0, and resumes into the uninterrupted run."""
-    reference_dir = os.path.join(work, "ctrl_c", "uninterrupted")
-    out_dir = os.path.join(work, "ctrl_c", "stopped")
-    run(train_command(folio, data, reference_dir, []) + ["--nproc", "2"])
     process = subprocess.Popen(train_command(folio, data, out_dir, []) + ["--nproc", "2"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=environment(), start_new_session=True)  # a terminal's job
@@ -253,15 +263,68 @@ def ctrl_c_under_nproc(folio, data, work):
     except subprocess.TimeoutExpired:
         kill_tree(process.pid)
         return ["Ctrl-C under --nproc 2: still running 60 s later"]
-    problems = []
     if process.returncode != 0 or "interrupted after" not in stdout:
-        problems.append(f"Ctrl-C under --nproc 2: exit code {process.returncode}, "
-                        f"stderr {stderr[-400:]!r}")
-    else:
-        run(resume_command(folio, out_dir, []) + ["--nproc", "2"])
-        problems += same_run(reference_dir, out_dir)
-    print(f"Ctrl-C under --nproc 2: {'ok' if not problems else 'FAIL ' + '; '.join(problems)}")
-    return problems
+        return [f"Ctrl-C under --nproc 2: exit code {process.returncode}, "
+                f"stderr {stderr[-400:]!r}"]
+    run(resume_command(folio, out_dir, []) + ["--nproc", "2"])
+    return same_run(reference_dir, out_dir)
+
+
+def launcher_killed_outright(folio, data, reference_dir, out_dir, step):
+    """The launcher of `folio train --nproc 2` killed with SIGKILL after `step` steps: its ranks
+    get the parent-death signal, once per launcher thread that dies (twice, mostly: the signal
+    thread outlives the main one); they took a second SIGTERM for "stop at once" and lost their
+    state about two kills in three. Now they stop after their step and save it. The run saves
+    only at exit (checkpoint_interval=0), so a state on disk is the stop's."""
+    label = f"launcher killed outright after step {step}"
+    command = [argument.replace("--checkpoint_interval=1", "--checkpoint_interval=0")
+               for argument in train_command(folio, data, out_dir, [])] + ["--nproc", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment(), start_new_session=True)
+    metrics = os.path.join(out_dir, "metrics.jsonl")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with open(metrics) as f:
+                if f"\"step\":{step}," in f.read().replace(" ", ""):
+                    break
+        except FileNotFoundError:
+            pass
+        time.sleep(0.01)
+    ranks = children_of(process.pid)
+    process.kill()
+    try:  # the ranks hold the pipes: they close when the last rank ends
+        stdout, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        for rank in ranks:
+            kill_tree(rank)
+        process.communicate()
+        return [f"{label}: the ranks still ran 60 s later"]
+    if "interrupted after" not in stdout or \
+            not os.path.exists(os.path.join(out_dir, "state.safetensors")):
+        return [f"{label}: no state saved: {stdout[-300:]!r} {stderr[-400:]!r}"]
+    problems = resume_on_other_ranks_refused(folio, out_dir)
+    run(resume_command(folio, out_dir, []) + ["--nproc", "2"])
+    return problems + same_run(reference_dir, out_dir)
+
+
+def resume_on_other_ranks_refused(folio, out_dir):
+    """The ranks are a factor of the global batch (ranks x batch_size x grad_accum): a run of 2
+    ranks resumed by one process went on with half its batch (and metrics.jsonl's token count went
+    backwards), where a change of grad_accum is refused. Refused: one line, exit 2, the state
+    untouched."""
+    state = os.path.join(out_dir, "state.safetensors")
+    before = safetensors_tensors(state)
+    result = subprocess.run(resume_command(folio, out_dir, []), capture_output=True, text=True,
+                            env=environment(), timeout=60)
+    lines = result.stderr.strip().splitlines()
+    if result.returncode != 2 or len(lines) != 1 or \
+            "trained on 2 ranks and this one has 1 rank; resume it on 2 ranks" not in lines[0]:
+        return [f"a 2-rank run resumed by one process: exit {result.returncode}, "
+                f"stderr {result.stderr[-400:]!r}"]
+    if safetensors_tensors(state) != before:
+        return ["a refused resume on other ranks changed the state"]
+    return []
 
 
 def main(folio, data, work, kills="20"):
@@ -272,7 +335,7 @@ def main(folio, data, work, kills="20"):
     failures += kill_and_resume("two MPI ranks", folio, data, work, ["mpirun", "-np", "2"],
                                 int(kills), rng)
     failures += stop_with_signals(folio, data, work)
-    failures += ctrl_c_under_nproc(folio, data, work)
+    failures += stops_under_nproc(folio, data, work)
     return 1 if failures else 0
 
 
