@@ -195,6 +195,11 @@ int train_command(Arguments& arguments) {
         arguments.problem(std::string("--resume continues a run exactly, so --") + key.name +
                           " cannot change; start a new run with --init_from " + resume_dir +
                           "/ckpt.safetensors instead");
+    // It replaces only another run in the folder a resume moves to (--out_dir B).
+    if (overwrite && config.out_dir == resume_dir)
+      arguments.problem("--overwrite does nothing with --resume " + resume_dir +
+                        ", which continues the run in its own folder: drop it (to start that "
+                        "run again, leave out --resume)");
   } else {
     // --init_from without --config starts from the weights' own config (structure, recipe, run),
     // as nanoGPT's init_from='gpt2' takes the model's arguments from it; flags override it.

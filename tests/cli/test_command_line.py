@@ -238,6 +238,12 @@ def main(folio, data):
     check("a resume whose checkpoint is its own warns of nothing",
           resumed.returncode == 0 and "warning" not in resumed.stderr, resumed.stderr)
 
+    # -- --overwrite with a resume in the run's own folder does nothing: refused, not ignored
+    both = run(folio, "train", "--resume", run_dir, "--overwrite", "--max_iters=5")
+    check("--overwrite with --resume DIR is refused",
+          both.returncode == 2 and "--overwrite does nothing with --resume" in both.stderr,
+          both.stderr)
+
     # -- --init_from without --config takes the checkpoint's model, recipe and run keys, not its
     #    host keys: its out_dir would have had the run replace the checkpoint it starts from
     printed = run(folio, "train", "--init_from", ckpt, "--print_config")
