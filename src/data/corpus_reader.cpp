@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/sha256.h"
+#include "io/whole_file.h"
 #include "tokenizer/tokenizer_files.h"
 
 namespace folio {
@@ -38,13 +40,23 @@ CorpusReader::CorpusReader(const std::string& data) {
     std::sort(names.begin(), names.end());
     if (names.empty()) throw Error("the folder " + data + " has no files: put text files in it");
   } else {
+    refuse_device(data, "data file ", "pass --data a text file, a folder of them, or a pipe");
+    std::error_code error;
+    if (fs::exists(data, error) && !fs::is_regular_file(data, error)) {
+      // A pipe cannot be read twice nor at an offset: held whole, as the character path holds
+      // every text.
+      piped_ = read_whole_file(data, kCheckData);
+      from_pipe_ = true;
+    }
     names.push_back(data);
   }
   const uint64_t separator = separated_ ? kSeparator.size() : 0;
   for (std::string& name : names) {
     name_starts_.push_back(names_.size());
     starts_.push_back(size_);
-    size_ += size_of(folder_.empty() ? name : (fs::path(folder_) / name).string()) + separator;
+    size_ += (from_pipe_ ? piped_.size()
+                         : size_of(folder_.empty() ? name : (fs::path(folder_) / name).string())) +
+             separator;
     names_ += name;
     std::string().swap(name);  // each name is held once
   }
@@ -66,7 +78,15 @@ uint64_t CorpusReader::past_separator(uint64_t offset) const {
   return offset > separator_start ? starts_[k + 1] : offset;
 }
 
+std::string CorpusReader::file_sha256() const {
+  return from_pipe_ ? sha256_hex(piped_) : sha256_file_hex(path_of(0));
+}
+
 void CorpusReader::read(uint64_t offset, size_t count, std::string& out) const {
+  if (from_pipe_) {
+    if (offset < piped_.size()) out.append(piped_, size_t(offset), count);
+    return;
+  }
   const uint64_t separator = separated_ ? kSeparator.size() : 0;
   // The document that holds `offset`, then on through the documents until `count` is read.
   size_t k = size_t(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin());

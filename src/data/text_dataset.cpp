@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "data/utf8.h"
+#include "io/whole_file.h"
 
 namespace folio {
 
@@ -18,6 +19,8 @@ TextDataset load_text_dataset(const std::string& path, double train_fraction,
     throw Error("data file " + path + " does not exist: pass --data FILE with a UTF-8 text file");
   if (std::filesystem::is_directory(path, error))
     throw Error("data file " + path + " is a directory: pass --data FILE with a UTF-8 text file");
+  refuse_device(path, "data file ",
+                "pass --data FILE with a UTF-8 text file (a pipe, such as <(cat FILE), works too)");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error("cannot open data file " + path + ": check its permissions");
   const uintmax_t size = std::filesystem::file_size(path, error);

@@ -180,6 +180,48 @@ def main(folio, data):
         problems = [] if result.returncode == 0 and expected in result.stdout else [
             f"exit {result.returncode}, {expected!r} not printed"]
         report(name, result, problems, failures)
+    # A device as the text never ends: refused before a byte is read, by the character path, the
+    # BPE path, prepare and tokenize (`--data /dev/zero` had read until memory ran out).
+    for name, command in [
+            ("a device as the text", train + ["--data", "/dev/zero"]),
+            ("a device as the text to tokenise", train + ["--data", "/dev/zero", "--tokenizer",
+                                                          tokenizer]),
+            ("a device to prepare", [folio, "prepare", "--data", "/dev/zero", "--tokenizer",
+                                     tokenizer, "--out", os.path.join(work, "zero_tokens")]),
+            ("a device to tokenise at once", [folio, "tokenize", "--data", "/dev/zero",
+                                              "--tokenizer", tokenizer])]:
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+            report(name, result, refusal_problems(result, "is a device, not a file"), failures)
+        except subprocess.TimeoutExpired:
+            failures.append(name)
+            print(f"{name}: FAIL still reading after 30 s")
+    # A pipe ends, so it is read as a file is: the text's characters, its tokens (it had been
+    # refused, "cannot read /dev/stdin", where the tokens are read from a file at offsets), and
+    # prepare's token files, byte for byte those of the file.
+    with open(data, encoding="utf-8", newline="") as f:
+        text = f.read()
+    pipe_out = os.path.join(work, "pipe_run")
+    for name, extra in [("a pipe as the text", []),
+                        ("a pipe as the text to tokenise", ["--tokenizer", tokenizer])]:
+        result = subprocess.run([folio, "train", "--data", "/dev/stdin", "--out_dir", pipe_out,
+                                 "--overwrite"] + common + extra, input=text, capture_output=True,
+                                text=True, encoding="utf-8")
+        report(name, result, [] if result.returncode == 0 else [f"exit {result.returncode}"],
+               failures)
+    prepared, exits = {}, []
+    for source in ("file", "pipe"):
+        prepared[source] = os.path.join(work, f"{source}_tokens")
+        result = subprocess.run(
+            [folio, "prepare", "--data", data if source == "file" else "/dev/stdin",
+             "--tokenizer", tokenizer, "--out", prepared[source]],
+            input=text, capture_output=True, text=True, encoding="utf-8")
+        exits.append(result.returncode)
+    same = exits == [0, 0] and all(
+        sha256(os.path.join(prepared["file"], name)) == sha256(os.path.join(prepared["pipe"], name))
+        for name in ("train.bin", "val.bin"))
+    report("a pipe to prepare", result, [] if same else [f"exits {exits}, or not the file's tokens"],
+           failures)
     print(f"{len(cases) - len(failures)}/{len(cases)} cases passed")
     return 1 if failures else 0
 
