@@ -146,6 +146,8 @@ def main(folio, data):
          "--seed is given twice (2 and 3)"),
         ("a misspelt sample option", [folio, "sample", "--ckpt", good, "--temprature=0.5"],
          "`folio sample --help` lists its options"),
+        ("a cosine key for the constant schedule", train + ["--data", data, "--warmup_iters=10"],
+         "warmup_iters does nothing with lr_schedule = constant"),
         ("no training text", train + ["--data", data, "--train_fraction=0"],
          "train_fraction is 0"),
         ("sample without --ckpt", [folio, "sample"], "needs --ckpt"),
