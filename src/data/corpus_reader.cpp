@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "data/text_dataset.h"
 #include "io/whole_file.h"
 #include "tokenizer/tokenizer_files.h"
 
@@ -62,6 +63,11 @@ CorpusReader::CorpusReader(const std::string& data) {
   }
   name_starts_.push_back(names_.size());
   starts_.push_back(size_);
+  if (!separated_) {
+    std::string first_bytes;
+    read(0, 12, first_bytes);
+    refuse_checkpoint_or_shard(first_bytes, data);
+  }
 }
 
 std::string CorpusReader::path_of(size_t k) const {

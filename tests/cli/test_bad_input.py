@@ -227,6 +227,28 @@ def main(folio, data):
         for name in ("train.bin", "val.bin"))
     report("a pipe to prepare", result, [] if same else [f"exits {exits}, or not the file's tokens"],
            failures)
+    # A checkpoint or a token file as the text is named for what it is (it had been "not valid
+    # UTF-8 ... convert it to UTF-8"), by the character path, the BPE path and prepare.
+    shard = os.path.join(prepared["file"], "train_000000.bin")
+    for name, command, expected in [
+            ("a checkpoint as the text", train + ["--data", good],
+             "is a checkpoint (safetensors), not a text: start a run from it with --init_from"),
+            ("a checkpoint as the text to tokenise", train + ["--data", good, "--tokenizer",
+                                                              tokenizer], "is a checkpoint"),
+            ("a checkpoint to prepare", [folio, "prepare", "--data", good, "--tokenizer",
+                                         tokenizer, "--out", os.path.join(work, "ckpt_tokens")],
+             "is a checkpoint"),
+            ("nanoGPT's train.bin as the text",
+             train + ["--data", os.path.join(prepared["file"], "train.bin")],
+             "likely a token file (nanoGPT's raw ids, as folio prepare writes them): pass the "
+             f"folder that holds train.bin and val.bin, --data {prepared['file']}"),
+            ("an llm.c shard as the text", train + ["--data", shard],
+             f"is a token file (llm.c's shard layout), not a text: pass the folder that holds "
+             f"the train and val token files, --data {prepared['file']}"),
+            ("an llm.c shard as the text to tokenise",
+             train + ["--data", shard, "--tokenizer", tokenizer], "is a token file")]:
+        result = subprocess.run(command, capture_output=True, text=True)
+        report(name, result, refusal_problems(result, expected), failures)
     print(f"{len(cases) - len(failures)}/{len(cases)} cases passed")
     return 1 if failures else 0
 
