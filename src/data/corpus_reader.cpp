@@ -34,11 +34,18 @@ CorpusReader::CorpusReader(const std::string& data) {
   if (fs::is_directory(data)) {
     folder_ = data;
     separated_ = true;
-    for (const auto& entry : fs::directory_iterator(data)) {
-      std::string name = entry.path().filename().string();
-      if (entry.is_regular_file() && name[0] != '.') names.push_back(std::move(name));
+    // Subfolders too (text is often kept one level down, by source or by author; they had been
+    // skipped in silence), but not hidden files or folders, nor folder links (a link to a
+    // folder above would never end).
+    for (auto entry = fs::recursive_directory_iterator(data); entry != fs::end(entry); ++entry) {
+      if (entry->path().filename().string()[0] == '.') {
+        entry.disable_recursion_pending();
+        continue;
+      }
+      if (entry->is_regular_file())
+        names.push_back(fs::relative(entry->path(), data).generic_string());
     }
-    std::sort(names.begin(), names.end());
+    std::sort(names.begin(), names.end());  // an order that is the same on every machine
     if (names.empty()) throw Error("the folder " + data + " has no files: put text files in it");
   } else {
     refuse_device(data, "data file ", "pass --data a text file, a folder of them, or a pipe");

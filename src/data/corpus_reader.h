@@ -1,9 +1,10 @@
 // The text `folio prepare` tokenises, read a stretch at a time instead of whole: a FILE, or every
-// regular file of a DIR (name order, hidden files skipped), each followed by <|endoftext|>, as
-// nanoGPT's openwebtext preparation joins its documents. Only what a read asks for is in memory,
-// so a corpus of tens of gigabytes is prepared in a few hundred megabytes (data/text_tokens.h);
-// a folder's documents cost their file names and 16 bytes each, held once. A FILE that is a pipe
-// (`--data /dev/stdin`, `<(cat FILE)`) is the exception: it is held whole.
+// regular file of a DIR and its subfolders (in the order of their paths inside DIR, hidden files
+// and folders skipped), each followed by <|endoftext|>, as nanoGPT's openwebtext preparation
+// joins its documents. Only what a read asks for is in memory, so a corpus of tens of gigabytes
+// is prepared in a few hundred megabytes (data/text_tokens.h); a folder's documents cost their
+// paths and 16 bytes each, held once. A FILE that is a pipe (`--data /dev/stdin`, `<(cat FILE)`)
+// is the exception: it is held whole.
 #pragma once
 
 #include <cstddef>
