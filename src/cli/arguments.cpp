@@ -224,15 +224,16 @@ int parse_int_option(const std::string& name, const std::string& value, long lon
 }
 
 double parse_double_option(const std::string& name, const std::string& value, double min,
-                           double max) {
+                           double max, bool min_exclusive) {
   errno = 0;
   char* end = nullptr;
   const double parsed = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !std::isfinite(parsed))
     throw UsageError("--" + name + ": '" + value + "' is not a number");
-  if (parsed < min || parsed > max)
-    throw UsageError("--" + name + ": " + value + " is out of range [" + shortest_double(min) +
-                     ", " + shortest_double(max) + "]");
+  if (parsed < min || (min_exclusive && parsed == min) || parsed > max)
+    throw UsageError("--" + name + ": " + value + " is out of range " +
+                     (min_exclusive ? "(" : "[") + shortest_double(min) + ", " +
+                     shortest_double(max) + "]");
   return parsed;
 }
 

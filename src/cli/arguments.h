@@ -78,11 +78,12 @@ class Arguments {
   std::vector<std::string> problems_;
 };
 
-// Parses an integer / a number option value, naming the option in the error.
+// Parses an integer / a number option value, naming the option in the error; a number must lie
+// in [min, max], or (min, max] when `min_exclusive`.
 int parse_int_option(const std::string& name, const std::string& value, long long min,
                      long long max);
 double parse_double_option(const std::string& name, const std::string& value, double min,
-                           double max);
+                           double max, bool min_exclusive = false);
 // The --threads option of the commands that are not training (tokenize, tokenizer train,
 // prepare): a count, or 0 or absent for all cores, as the threads key takes it.
 int parse_threads_option(const std::optional<std::string>& value);

@@ -172,12 +172,10 @@ int prepare_command(Arguments& arguments) {
                    {"data", "tokenizer", "out", "val_fraction", "shard_tokens", "threads", "help"});
   if (!data || !spec || !out)
     throw UsageError("folio prepare needs --data FILE|DIR --tokenizer gpt2|FILE|DIR --out DIR");
+  // Above 0: prepare writes both splits (0 had been said to be in the range, then refused).
   const double val_fraction =
-      val_text ? parse_double_option("val_fraction", *val_text, 0, 0.9) : 0.1;
-  if (val_fraction == 0)
-    throw UsageError(
-        "--val_fraction 0 leaves the val split empty, and folio prepare writes both "
-        "splits: give a fraction above 0 (0.1 if not given)");
+      val_text ? parse_double_option("val_fraction", *val_text, 0, 0.9, /*min_exclusive=*/true)
+               : 0.1;
   const size_t shard_tokens =
       shard_text ? size_t(parse_int_option("shard_tokens", *shard_text, 1, INT32_MAX))
                  : size_t(100'000'000);
