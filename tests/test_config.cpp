@@ -1,5 +1,9 @@
 // Config keys, presets, files and their errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -152,6 +156,45 @@ TEST(Config, AKeySetTwiceInAFileNamesBothValues) {
             std::string::npos)
       << message;
   EXPECT_NO_THROW(apply_config_text(c, "n_layer = 2\nn_head = 2\n", "f.conf"));
+}
+
+// warmup_iters, lr_decay_iters and min_lr had been ignored under the constant schedule (the
+// default of shakespeare_char and tiny) when a user set them.
+TEST(Config, CosineKeysTheUserSetsForAConstantScheduleAreRefused) {
+  Config tiny = load_config("tiny");
+  std::string message =
+      error_of([&] { refuse_unused_schedule_keys(tiny, {"max_iters", "warmup_iters"}); });
+  EXPECT_NE(message.find("warmup_iters does nothing with lr_schedule = constant: only the cosine "
+                         "schedule reads it; add --lr_schedule=cosine, or drop it"),
+            std::string::npos)
+      << message;
+  message = error_of([&] { refuse_unused_schedule_keys(tiny, {"min_lr", "lr_decay_iters"}); });
+  EXPECT_NE(message.find("lr_decay_iters, min_lr do nothing"), std::string::npos) << message;
+  // A preset's own values are not the user's: baby switched to constant keeps them, unread.
+  Config baby = load_config("baby");
+  baby.lr_schedule = "constant";
+  EXPECT_NO_THROW(refuse_unused_schedule_keys(baby, {"lr_schedule"}));
+  tiny.lr_schedule = "cosine";
+  EXPECT_NO_THROW(refuse_unused_schedule_keys(tiny, {"warmup_iters", "lr_decay_iters", "min_lr"}));
+
+  // A config file's keys are the user's.
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("folio_schedule_" + std::to_string(::getpid()));
+  std::ofstream(file) << "lr_schedule = constant\nwarmup_iters = 5\n";
+  std::vector<std::string> keys;
+  const Config from_file = load_config(file.string(), &keys);
+  std::filesystem::remove(file);
+  EXPECT_EQ(keys, (std::vector<std::string>{"lr_schedule", "warmup_iters"}));
+  EXPECT_NE(error_of([&] { refuse_unused_schedule_keys(from_file, keys); }).find("warmup_iters"),
+            std::string::npos);
+
+  // --print_config's text loads back as a config file: the keys the schedule ignores are comments.
+  Config printed;
+  const std::vector<std::string> printed_keys =
+      apply_config_text(printed, config_to_text(baby), "printed.conf");
+  EXPECT_NO_THROW(refuse_unused_schedule_keys(printed, printed_keys));
+  EXPECT_EQ(printed.lr_schedule, "constant");
+  EXPECT_EQ(printed.n_layer, baby.n_layer);
 }
 
 TEST(Config, JsonRoundTripsEveryKey) {

@@ -62,5 +62,44 @@ TEST(TextHostile, DatasetFromMemorySplitsAndChecksAsFromAFile) {
             std::string::npos);
 }
 
+// A checkpoint or a token file given as --data had been "not valid UTF-8 ... convert it to UTF-8,
+// e.g. with iconv": each is named for what it is, with what to pass instead.
+TEST(TextHostile, CheckpointsAndTokenFilesAreNamedForWhatTheyAre) {
+  using namespace std::string_literals;
+  const auto error_of_text = [](const std::string& bytes, const std::string& path) {
+    return error_message([&] { text_dataset_from_bytes(bytes, path, 0.9); });
+  };
+  const auto int32s = [](std::initializer_list<int32_t> values) {
+    std::string bytes;
+    for (int32_t value : values) bytes.append(reinterpret_cast<const char*>(&value), 4);
+    return bytes;
+  };
+  const std::string ids = int32s({198 | (15496 << 16), 995 | (50256 << 16)});  // raw uint16
+  const struct {
+    std::string bytes, path, expected;
+  } refused[] = {
+      // safetensors: an 8-byte little-endian header length, then the JSON header.
+      {"\x02\0\0\0\0\0\0\0{}"s, "out/ckpt.safetensors",
+       "out/ckpt.safetensors is a checkpoint (safetensors), not a text: start a run from it with "
+       "--init_from out/ckpt.safetensors"},
+      // llm.c's shards, in both of their layouts, whatever the file's name.
+      {int32s({20240520, 1, 3}) + std::string(1012, '\0'), "tokens/val_000000.bin",
+       "tokens/val_000000.bin is a token file (llm.c's shard layout), not a text: pass the "
+       "folder that holds the train and val token files, --data tokens"},
+      {int32s({20240801, 7, 3}) + std::string(1012, '\0'), "shard", "is a token file"},
+      // nanoGPT's raw ids: no header, told by the name when they are not UTF-8.
+      {ids, "train.bin",
+       "train.bin is not UTF-8 text but likely a token file (nanoGPT's raw ids, as folio prepare "
+       "writes them): pass the folder that holds train.bin and val.bin, --data ."},
+      {ids, "text.txt", "is not valid UTF-8"}};
+  for (const auto& [bytes, path, expected] : refused) {
+    const std::string message = error_of_text(bytes, path);
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  }
+  // Texts that only look alike are texts: a .bin in UTF-8, a '{' ninth with no length before it.
+  EXPECT_EQ(error_of_text("To be, or not to be: that is the question.\n", "notes.bin"), "");
+  EXPECT_EQ(error_of_text("12345678{ \"key\": 1 }\n", "braces.txt"), "");
+}
+
 }  // namespace
 }  // namespace folio

@@ -370,6 +370,29 @@ TEST(TokenData, ACutInsideASeparatorMovesToItsEnd) {
   EXPECT_EQ(corpus_character_cut(corpus, 0.486, 64), 100u);  // at its start: val begins with it
 }
 
+// A folder's documents are its files and those of its subfolders (they had been skipped in
+// silence: a folder whose text was one level down had "no files"), in the order of their paths,
+// hidden files and folders left out.
+TEST(TokenData, ACorpusFolderReadsItsSubfoldersInPathOrder) {
+  testing::TempDir dir;
+  for (const char* folder : {"docs/a", "docs/c/d", "docs/.git", "only_below/text"})
+    std::filesystem::create_directories(dir.file(folder));
+  for (const auto& [name, text] :
+       {std::pair{"docs/b.txt", "B"}, {"docs/a/2.txt", "A2"}, {"docs/a/1.txt", "A1"},
+        {"docs/c/d/e.txt", "E"}, {"docs/.hidden.txt", "hidden"}, {"docs/.git/HEAD", "git"},
+        {"only_below/text/1.txt", "one level down"}})
+    dir.write(name, text);
+  const auto whole = [](const CorpusReader& corpus) {
+    std::string text;
+    corpus.read(0, size_t(corpus.size()), text);
+    return text;
+  };
+  const std::string separator = kEndOfText;
+  EXPECT_EQ(whole(CorpusReader(dir.file("docs"))),
+            "A1" + separator + "A2" + separator + "B" + separator + "E" + separator);
+  EXPECT_EQ(whole(CorpusReader(dir.file("only_below"))), "one level down" + separator);
+}
+
 TEST(TokenData, AFolderNeedsBothSplitsAndOneTokenizer) {
   testing::TempDir dir;
   const Tokenizer tokenizer = bytes_only_bpe();

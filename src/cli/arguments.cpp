@@ -9,6 +9,7 @@
 #include <iostream>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "core/text_format.h"
 
@@ -223,15 +224,16 @@ int parse_int_option(const std::string& name, const std::string& value, long lon
 }
 
 double parse_double_option(const std::string& name, const std::string& value, double min,
-                           double max) {
+                           double max, bool min_exclusive) {
   errno = 0;
   char* end = nullptr;
   const double parsed = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !std::isfinite(parsed))
     throw UsageError("--" + name + ": '" + value + "' is not a number");
-  if (parsed < min || parsed > max)
-    throw UsageError("--" + name + ": " + value + " is out of range [" + shortest_double(min) +
-                     ", " + shortest_double(max) + "]");
+  if (parsed < min || (min_exclusive && parsed == min) || parsed > max)
+    throw UsageError("--" + name + ": " + value + " is out of range " +
+                     (min_exclusive ? "(" : "[") + shortest_double(min) + ", " +
+                     shortest_double(max) + "]");
   return parsed;
 }
 
@@ -247,6 +249,15 @@ std::optional<bool> parse_bool_word(const std::string& value) {
   if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
   if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
   return std::nullopt;
+}
+
+bool train_fraction_given(const std::vector<std::string>& given, const std::string& data) {
+  if (std::find(given.begin(), given.end(), "train_fraction") == given.end()) return false;
+  std::error_code error;
+  if (std::filesystem::is_directory(data, error))
+    throw UsageError("--train_fraction does nothing for " + data +
+                     ", a folder of token files split into train and val when prepared: drop it");
+  return true;
 }
 
 void check_standard_output_written() {

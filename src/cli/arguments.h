@@ -78,14 +78,19 @@ class Arguments {
   std::vector<std::string> problems_;
 };
 
-// Parses an integer / a number option value, naming the option in the error.
+// Parses an integer / a number option value, naming the option in the error; a number must lie
+// in [min, max], or (min, max] when `min_exclusive`.
 int parse_int_option(const std::string& name, const std::string& value, long long min,
                      long long max);
 double parse_double_option(const std::string& name, const std::string& value, double min,
-                           double max);
+                           double max, bool min_exclusive = false);
 // The --threads option of the commands that are not training (tokenize, tokenizer train,
 // prepare): a count, or 0 or absent for all cores, as the threads key takes it.
 int parse_threads_option(const std::optional<std::string>& value);
+// Whether the config key train_fraction is among those `given` on the command line (from
+// apply_config_keys). It splits a text; a folder of token files (`data`) was split into train
+// and val when prepared, so there the key would do nothing: a UsageError (train, eval).
+bool train_fraction_given(const std::vector<std::string>& given, const std::string& data);
 // Throws folio::Error when what a command wrote to stdout did not all get there (a full disk,
 // /dev/full, a closed pipe whose SIGPIPE is ignored): `folio sample > out.txt` on a full disk had
 // exited 0 with the text cut short.

@@ -302,7 +302,8 @@ int bench_command(Arguments& arguments) {
   const bool ladder = arguments.take_flag("ladder");
   const bool profile = arguments.take_flag("profile");
   Config config;
-  arguments.collect([&] { config = load_config(config_name); });
+  std::vector<std::string> user_keys;  // set by a --config FILE, then by the command line
+  arguments.collect([&] { config = load_config(config_name, &user_keys); });
   const std::vector<std::string> bench_options = {"config", "steps",   "warmup",     "graph",
                                                   "ladder", "profile", "vocab_size", "help"};
   const std::vector<std::string> keys = arguments.apply_config_keys(config, bench_options, "bench");
@@ -319,6 +320,8 @@ int bench_command(Arguments& arguments) {
   arguments.finish("bench", bench_options, false,
                    "the preset is named with --config NAME (e.g. --config tiny)");
   arguments.collect([&] { validate_config(config); });
+  user_keys.insert(user_keys.end(), keys.begin(), keys.end());
+  arguments.collect([&] { refuse_unused_schedule_keys(config, user_keys); });
   arguments.throw_problems();
   if (config.grad_accum > 1)  // gpt2's step is 524,288 tokens: say so before minutes pass
     std::cerr << "folio bench: a step of " << config_name << " is " << config.grad_accum

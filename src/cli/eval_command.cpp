@@ -2,7 +2,6 @@
 // block_size window of each split (dropout off), as one JSON line.
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -61,13 +60,7 @@ int eval_command(Arguments& arguments) {
   // The split is the checkpoint's own, so that val is the text its run validated on, unless
   // --train_fraction says otherwise (a token folder is split already: it says nothing there).
   std::optional<double> train_fraction;
-  if (std::find(given.begin(), given.end(), "train_fraction") != given.end()) {
-    std::error_code error;
-    if (std::filesystem::is_directory(base.data, error))
-      throw UsageError("--train_fraction does nothing for " + base.data +
-                       ", a folder of token files split into train and val when prepared: drop it");
-    train_fraction = base.train_fraction;
-  }
+  if (train_fraction_given(given, base.data)) train_fraction = base.train_fraction;
   CheckpointSession session =
       open_checkpoint(*checkpoint_path, base, DataUse::kEvaluation, train_fraction);
   check_keys_for_checkpoint(

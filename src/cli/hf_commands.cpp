@@ -65,6 +65,7 @@ int import_command(Arguments& arguments) {
   const std::vector<std::string> options = {"hf", "out", "tokenizer", "force", "help"};
   const std::vector<std::string> given = arguments.apply_config_keys(base, options, "import");
   arguments.collect([&] { validate_config(base); });  // a recipe at odds with itself, as in train
+  arguments.collect([&] { refuse_unused_schedule_keys(base, given); });
   arguments.finish("import", options);
   check_new_output_file(*out, force, "--out");
 

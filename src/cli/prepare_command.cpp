@@ -149,10 +149,11 @@ int prepare_command(Arguments& arguments) {
     std::cout
         << "usage: folio prepare --data FILE|DIR --tokenizer gpt2|FILE|DIR --out DIR\n"
            "                     [--val_fraction 0.1] [--shard_tokens 100000000] [--threads N]\n\n"
-           "Tokenises the text once, on all cores. FILE is one text; DIR is a folder of texts,\n"
-           "each a document followed by <|endoftext|>. The first 90% of the characters become\n"
-           "the train split and the rest val (as nanoGPT's prepare.py cuts them; a cut inside\n"
-           "an <|endoftext|> moves to its end). Writes into the --out folder (not inside DIR),\n"
+           "Tokenises the text once, on all cores. FILE is one text; DIR is a folder of texts\n"
+           "(subfolders too, in path order; hidden ones skipped), each a document followed by\n"
+           "<|endoftext|>. The first 90% of the characters become the train split and the rest\n"
+           "val (as nanoGPT's prepare.py cuts them; a cut inside an <|endoftext|> moves to its\n"
+           "end). Writes into the --out folder (not inside DIR),\n"
            "replacing what an earlier prepare wrote there once the new files are all written:\n"
            "  train.bin, val.bin              nanoGPT's layout: raw uint16 token ids\n"
            "  train_000000.bin, ...,          llm.c's shards: a 256-int32 header (magic 20240520,\n"
@@ -171,12 +172,10 @@ int prepare_command(Arguments& arguments) {
                    {"data", "tokenizer", "out", "val_fraction", "shard_tokens", "threads", "help"});
   if (!data || !spec || !out)
     throw UsageError("folio prepare needs --data FILE|DIR --tokenizer gpt2|FILE|DIR --out DIR");
+  // Above 0: prepare writes both splits (0 had been said to be in the range, then refused).
   const double val_fraction =
-      val_text ? parse_double_option("val_fraction", *val_text, 0, 0.9) : 0.1;
-  if (val_fraction == 0)
-    throw UsageError(
-        "--val_fraction 0 leaves the val split empty, and folio prepare writes both "
-        "splits: give a fraction above 0 (0.1 if not given)");
+      val_text ? parse_double_option("val_fraction", *val_text, 0, 0.9, /*min_exclusive=*/true)
+               : 0.1;
   const size_t shard_tokens =
       shard_text ? size_t(parse_int_option("shard_tokens", *shard_text, 1, INT32_MAX))
                  : size_t(100'000'000);

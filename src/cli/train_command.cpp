@@ -176,6 +176,8 @@ int train_command(Arguments& arguments) {
   const std::string init_from = arguments.take("init_from").value_or("");
   std::optional<TrainingState> state;
   Config config;
+  std::vector<std::string> given;      // the config keys set on the command line
+  std::vector<std::string> user_keys;  // those and the keys a --config FILE sets
   if (!resume_dir.empty()) {
     if (arguments.take("config"))
       arguments.problem("--resume takes the config of the run it resumes; drop --config");
@@ -188,7 +190,7 @@ int train_command(Arguments& arguments) {
     config = state->config;
     config.out_dir = resume_dir;
     const Config before = config;
-    arguments.apply_config_keys(config, kTrainOptions, "train");
+    given = arguments.apply_config_keys(config, kTrainOptions, "train");
     for (const ConfigKey& key : config_keys())
       if (get_config_value(before, key) != get_config_value(config, key) &&
           !may_change_on_resume(key))
@@ -209,13 +211,16 @@ int train_command(Arguments& arguments) {
       config = config_of_initial_weights(init_from, load_config("shakespeare_char"));
     else
       arguments.collect(
-          [&] { config = load_config(config_name.value_or("shakespeare_char")); });
-    arguments.apply_config_keys(config, kTrainOptions, "train");
+          [&] { config = load_config(config_name.value_or("shakespeare_char"), &user_keys); });
+    given = arguments.apply_config_keys(config, kTrainOptions, "train");
   }
   arguments.finish("train", kTrainOptions, false,
                    "options are written --key=value (the text is --data FILE)");
   apply_sagemaker_channels(config, env);
   arguments.collect([&] { validate_config(config); });
+  arguments.collect([&] { train_fraction_given(given, config.data); });
+  user_keys.insert(user_keys.end(), given.begin(), given.end());
+  arguments.collect([&] { refuse_unused_schedule_keys(config, user_keys); });
   arguments.throw_problems();
   if (print_config) {
     std::cout << config_to_text(config);

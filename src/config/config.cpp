@@ -196,7 +196,8 @@ std::string get_config_value(const Config& config, const ConfigKey& key) {
       key.member);
 }
 
-void apply_config_text(Config& config, const std::string& text, const std::string& origin) {
+std::vector<std::string> apply_config_text(Config& config, const std::string& text,
+                                           const std::string& origin) {
   // A config is text: a NUL byte means a checkpoint or another binary file was named instead.
   if (text.find('\0') != std::string::npos)
     throw Error(origin +
@@ -210,6 +211,7 @@ void apply_config_text(Config& config, const std::string& text, const std::strin
   int line_number = 0;
   // Each key's first line and value: a key set twice is a mistake (which one was meant?).
   std::map<std::string, std::pair<int, std::string>> seen;
+  std::vector<std::string> keys_set;
   while (std::getline(lines, line)) {
     ++line_number;
     const std::string where = origin + ":" + std::to_string(line_number) + ": ";
@@ -249,7 +251,9 @@ void apply_config_text(Config& config, const std::string& text, const std::strin
     } catch (const Error& error) {
       throw Error(where + error.what());
     }
+    keys_set.push_back(name);
   }
+  return keys_set;
 }
 
 void validate_config(const Config& config) {
@@ -284,6 +288,32 @@ void validate_config(const Config& config) {
                   "): lower --min_lr with it (nanoGPT takes a tenth), or --lr_schedule=constant");
   }
   if (config.out_dir.empty()) throw Error("out_dir is empty: name a folder for the checkpoint");
+}
+
+namespace {
+
+// Whether `key` is read by `config`'s schedule: warmup_iters, lr_decay_iters and min_lr are
+// read by the cosine schedule alone (optim/lr_schedule.cpp).
+bool schedule_reads(const Config& config, std::string_view key) {
+  return config.lr_schedule == "cosine" ||
+         (key != "warmup_iters" && key != "lr_decay_iters" && key != "min_lr");
+}
+
+}  // namespace
+
+void refuse_unused_schedule_keys(const Config& config, const std::vector<std::string>& given) {
+  std::vector<std::string> unused;
+  for (const ConfigKey& key : config_keys())
+    if (!schedule_reads(config, key.name) &&
+        std::find(given.begin(), given.end(), key.name) != given.end())
+      unused.push_back(key.name);
+  if (unused.empty()) return;
+  const bool one = unused.size() == 1;
+  std::string names;
+  for (const std::string& name : unused) names += (names.empty() ? "" : ", ") + name;
+  throw Error(names + (one ? " does" : " do") + " nothing with lr_schedule = " +
+              config.lr_schedule + ": only the cosine schedule reads " + (one ? "it" : "them") +
+              "; add --lr_schedule=cosine, or drop " + (one ? "it" : "them"));
 }
 
 nlohmann::json config_to_json(const Config& config) {
@@ -321,7 +351,11 @@ std::string config_to_text(const Config& config) {
       group = key.group;
       out << "# " << group << "\n";
     }
-    out << key.name << " = " << get_config_value(config, key) << "\n";
+    // A key the schedule ignores is shown as a comment, so that the text loads back as a config
+    // file: given there, it would be refused (refuse_unused_schedule_keys).
+    const bool unused = !schedule_reads(config, key.name);
+    out << (unused ? "# " : "") << key.name << " = " << get_config_value(config, key)
+        << (unused ? "  (read by lr_schedule = cosine only)" : "") << "\n";
   }
   return out.str();
 }

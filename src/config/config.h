@@ -127,11 +127,19 @@ const ConfigKey* find_config_key(const std::string& name);
 void set_config_value(Config& config, const std::string& key, const std::string& value);
 std::string get_config_value(const Config& config, const ConfigKey& key);
 
-// Applies `key = value` lines ('#' starts a comment); `origin` names the file in errors.
-void apply_config_text(Config& config, const std::string& text, const std::string& origin);
+// Applies `key = value` lines ('#' starts a comment); `origin` names the file in errors. Returns
+// the keys the text sets, in order.
+std::vector<std::string> apply_config_text(Config& config, const std::string& text,
+                                           const std::string& origin);
 
 // Checks relations between keys (head size, schedule lengths...); throws folio::Error.
 void validate_config(const Config& config);
+
+// warmup_iters, lr_decay_iters and min_lr shape the cosine schedule alone. Refuses them among
+// `given` (the keys the user set: on the command line or in a config file) when the schedule is
+// constant, which would ignore them; throws folio::Error. Not part of validate_config: a
+// preset's values of them (baby's, switched to constant), or a checkpoint's, are no one's mistake.
+void refuse_unused_schedule_keys(const Config& config, const std::vector<std::string>& given);
 
 // The config as JSON (values in their natural types) and back; from_json rejects unknown keys.
 nlohmann::json config_to_json(const Config& config);

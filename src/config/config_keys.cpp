@@ -239,7 +239,9 @@ const std::vector<ConfigKey>& config_keys() {
        .group = "optimizer",
        .scope = ConfigScope::kRecipe,
        .member = &Config::lr_schedule,
-       .help = "constant, or cosine: linear warm-up then cosine decay to min_lr at lr_decay_iters",
+       .help = "constant, or cosine: linear warm-up then cosine decay to min_lr at lr_decay_iters "
+               "(only cosine reads warmup_iters, lr_decay_iters and min_lr: set with constant, "
+               "they are refused)",
        .choices = "constant|cosine"},
       {.name = "warmup_iters",
        .group = "optimizer",

@@ -14,7 +14,7 @@ std::string preset_names() {
   return names;
 }
 
-Config load_config(const std::string& name_or_file) {
+Config load_config(const std::string& name_or_file, std::vector<std::string>* file_keys) {
   Config config;
   for (const Preset& preset : presets()) {
     if (name_or_file == preset.name) {
@@ -32,7 +32,8 @@ Config load_config(const std::string& name_or_file) {
   if (!file) throw Error("cannot read config file " + name_or_file);
   std::ostringstream text;
   text << file.rdbuf();
-  apply_config_text(config, text.str(), name_or_file);
+  const std::vector<std::string> keys = apply_config_text(config, text.str(), name_or_file);
+  if (file_keys != nullptr) file_keys->insert(file_keys->end(), keys.begin(), keys.end());
   return config;
 }
 

@@ -6,6 +6,9 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/sha256.h"
+#include "data/text_dataset.h"
+#include "io/whole_file.h"
 #include "tokenizer/tokenizer_files.h"
 
 namespace folio {
@@ -31,25 +34,47 @@ CorpusReader::CorpusReader(const std::string& data) {
   if (fs::is_directory(data)) {
     folder_ = data;
     separated_ = true;
-    for (const auto& entry : fs::directory_iterator(data)) {
-      std::string name = entry.path().filename().string();
-      if (entry.is_regular_file() && name[0] != '.') names.push_back(std::move(name));
+    // Subfolders too (text is often kept one level down, by source or by author; they had been
+    // skipped in silence), but not hidden files or folders, nor folder links (a link to a
+    // folder above would never end).
+    for (auto entry = fs::recursive_directory_iterator(data); entry != fs::end(entry); ++entry) {
+      if (entry->path().filename().string()[0] == '.') {
+        entry.disable_recursion_pending();
+        continue;
+      }
+      if (entry->is_regular_file())
+        names.push_back(fs::relative(entry->path(), data).generic_string());
     }
-    std::sort(names.begin(), names.end());
+    std::sort(names.begin(), names.end());  // an order that is the same on every machine
     if (names.empty()) throw Error("the folder " + data + " has no files: put text files in it");
   } else {
+    refuse_device(data, "data file ", "pass --data a text file, a folder of them, or a pipe");
+    std::error_code error;
+    if (fs::exists(data, error) && !fs::is_regular_file(data, error)) {
+      // A pipe cannot be read twice nor at an offset: held whole, as the character path holds
+      // every text.
+      piped_ = read_whole_file(data, kCheckData);
+      from_pipe_ = true;
+    }
     names.push_back(data);
   }
   const uint64_t separator = separated_ ? kSeparator.size() : 0;
   for (std::string& name : names) {
     name_starts_.push_back(names_.size());
     starts_.push_back(size_);
-    size_ += size_of(folder_.empty() ? name : (fs::path(folder_) / name).string()) + separator;
+    size_ += (from_pipe_ ? piped_.size()
+                         : size_of(folder_.empty() ? name : (fs::path(folder_) / name).string())) +
+             separator;
     names_ += name;
     std::string().swap(name);  // each name is held once
   }
   name_starts_.push_back(names_.size());
   starts_.push_back(size_);
+  if (!separated_) {
+    std::string first_bytes;
+    read(0, 12, first_bytes);
+    refuse_checkpoint_or_shard(first_bytes, data);
+  }
 }
 
 std::string CorpusReader::path_of(size_t k) const {
@@ -66,7 +91,15 @@ uint64_t CorpusReader::past_separator(uint64_t offset) const {
   return offset > separator_start ? starts_[k + 1] : offset;
 }
 
+std::string CorpusReader::file_sha256() const {
+  return from_pipe_ ? sha256_hex(piped_) : sha256_file_hex(path_of(0));
+}
+
 void CorpusReader::read(uint64_t offset, size_t count, std::string& out) const {
+  if (from_pipe_) {
+    if (offset < piped_.size()) out.append(piped_, size_t(offset), count);
+    return;
+  }
   const uint64_t separator = separated_ ? kSeparator.size() : 0;
   // The document that holds `offset`, then on through the documents until `count` is read.
   size_t k = size_t(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin());

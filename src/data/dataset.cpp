@@ -126,7 +126,7 @@ Dataset load_text_tokens(const std::string& path, double train_fraction, Tokeniz
         });
     if (split == 0) train_count = ids.size();
   }
-  return Dataset::from_text_tokens(path, sha256_file_hex(path), std::move(ids), train_count,
+  return Dataset::from_text_tokens(path, text.file_sha256(), std::move(ids), train_count,
                                    std::move(tokenizer));
 }
 

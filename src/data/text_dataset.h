@@ -6,6 +6,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/vocabulary.h"
@@ -39,6 +40,12 @@ TextDataset load_text_dataset(const std::string& path, double train_fraction,
 TextDataset text_dataset_from_bytes(const std::string& bytes, const std::string& path,
                                     double train_fraction, const Vocabulary* vocabulary = nullptr,
                                     const DataProgress& on_progress = {});
+
+// Throws when `first_bytes` (at least the first 12 of the file `path`, where it has them) are
+// those of a checkpoint (safetensors) or of an llm.c token shard, which --data given by mistake
+// would read as a text (it had been "not valid UTF-8 ... convert it with iconv"); says what to
+// pass instead.
+void refuse_checkpoint_or_shard(std::string_view first_bytes, const std::string& path);
 
 // Both splits must hold at least one window of block_size + 1 tokens (input and shifted target).
 void check_dataset_fits(const TextDataset& dataset, int block_size);

@@ -27,7 +27,6 @@ namespace folio {
 
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the official reader's limit
 
 size_t dtype_size(const std::string& dtype) {
   if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
@@ -254,7 +253,7 @@ std::string SafetensorsFile::read_stream(int fd, const std::string& path) {
   read_up_to(9);
   if (bytes.size() < 9 || bytes[8] != '{') return bytes;
   const uint64_t header_size = safetensors_header_length(bytes.data());
-  if (header_size > kMaxHeaderBytes) return bytes;
+  if (header_size > kSafetensorsMaxHeaderBytes) return bytes;
   read_up_to(8 + static_cast<size_t>(header_size));
   const nlohmann::json header =
       nlohmann::json::parse(bytes.substr(8), nullptr, /*allow_exceptions=*/false);
@@ -296,7 +295,7 @@ SafetensorsFile SafetensorsFile::open(std::shared_ptr<const SafetensorsBytes> by
     corrupt(path,
             "it does not start with a length and a JSON header; give a checkpoint that folio "
             "train (OUT_DIR/ckpt.safetensors) or safetensors' save_file wrote");
-  if (header_size > kMaxHeaderBytes)
+  if (header_size > kSafetensorsMaxHeaderBytes)
     corrupt(path, "its header claims " + std::to_string(header_size) + " bytes (limit 100 MiB)");
   if (header_size > file_size - 8)
     corrupt(path, "its header runs past the end of the file (truncated?)");

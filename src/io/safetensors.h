@@ -31,8 +31,10 @@ struct SafetensorsTensor {
   size_t element_count() const;
 };
 
-// The header length that a safetensors file's first 8 bytes hold (little-endian).
+// The header length that a safetensors file's first 8 bytes hold (little-endian), and the most
+// folio reads (the official reader's limit).
 uint64_t safetensors_header_length(const char* first_eight_bytes);
+inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100u << 20;
 
 // Where a SafetensorsFile's bytes come from: the file itself, read on demand (pread), or a
 // buffer in memory (parse). Defined in safetensors.cpp.

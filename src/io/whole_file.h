@@ -13,12 +13,25 @@
 
 namespace folio {
 
-// The bytes of `path`; an unreadable file, or a folder (which an ifstream opens and reads as
-// empty on Linux), is an Error naming it, then `fix`.
+// Refuses `path` when it is a device (/dev/zero, /dev/urandom, a terminal, a disk): one may never
+// end, and reading it whole would fill memory before anything could be said (`--data /dev/zero`
+// had read until "out of memory"). A pipe ends when its writer does, so it is read as it comes.
+// The Error names the file as `what` + `path`, then `fix`.
+inline void refuse_device(const std::string& path, const std::string& what,
+                          const std::string& fix) {
+  std::error_code error;
+  const std::filesystem::file_type type = std::filesystem::status(path, error).type();
+  if (type == std::filesystem::file_type::character || type == std::filesystem::file_type::block)
+    throw Error(what + path + " is a device, not a file, and may never end: " + fix);
+}
+
+// The bytes of `path` (a pipe's as they come); an unreadable file, a device (refuse_device), or a
+// folder (which an ifstream opens and reads as empty on Linux), is an Error naming it, then `fix`.
 inline std::string read_whole_file(const std::string& path, const std::string& fix) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error))
     throw Error(path + " is a folder, not a file: " + fix);
+  refuse_device(path, "", fix);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path + ": " + fix);
   std::ostringstream bytes;

@@ -135,6 +135,9 @@ def main(folio, data):
         ("a train_fraction for a token folder", [folio, "eval", "--ckpt", good, "--data", work,
                                                  "--train_fraction=0.5"],
          "--train_fraction does nothing for"),
+        ("a train_fraction for a token folder in train", train + ["--data", work,
+                                                                  "--train_fraction=0.5"],
+         "--train_fraction does nothing for"),
         ("a folder as a config", [folio, "train", "--config", work, "--data", data],
          "is a folder: give a preset"),
         ("a flag given twice unlike", [folio, "info", good, "--json", "--json=false"],
@@ -143,6 +146,8 @@ def main(folio, data):
          "--seed is given twice (2 and 3)"),
         ("a misspelt sample option", [folio, "sample", "--ckpt", good, "--temprature=0.5"],
          "`folio sample --help` lists its options"),
+        ("a cosine key for the constant schedule", train + ["--data", data, "--warmup_iters=10"],
+         "warmup_iters does nothing with lr_schedule = constant"),
         ("no training text", train + ["--data", data, "--train_fraction=0"],
          "train_fraction is 0"),
         ("sample without --ckpt", [folio, "sample"], "needs --ckpt"),
@@ -180,6 +185,70 @@ def main(folio, data):
         problems = [] if result.returncode == 0 and expected in result.stdout else [
             f"exit {result.returncode}, {expected!r} not printed"]
         report(name, result, problems, failures)
+    # A device as the text never ends: refused before a byte is read, by the character path, the
+    # BPE path, prepare and tokenize (`--data /dev/zero` had read until memory ran out).
+    for name, command in [
+            ("a device as the text", train + ["--data", "/dev/zero"]),
+            ("a device as the text to tokenise", train + ["--data", "/dev/zero", "--tokenizer",
+                                                          tokenizer]),
+            ("a device to prepare", [folio, "prepare", "--data", "/dev/zero", "--tokenizer",
+                                     tokenizer, "--out", os.path.join(work, "zero_tokens")]),
+            ("a device to tokenise at once", [folio, "tokenize", "--data", "/dev/zero",
+                                              "--tokenizer", tokenizer])]:
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+            report(name, result, refusal_problems(result, "is a device, not a file"), failures)
+        except subprocess.TimeoutExpired:
+            failures.append(name)
+            print(f"{name}: FAIL still reading after 30 s")
+    # A pipe ends, so it is read as a file is: the text's characters, its tokens (it had been
+    # refused, "cannot read /dev/stdin", where the tokens are read from a file at offsets), and
+    # prepare's token files, byte for byte those of the file.
+    with open(data, encoding="utf-8", newline="") as f:
+        text = f.read()
+    pipe_out = os.path.join(work, "pipe_run")
+    for name, extra in [("a pipe as the text", []),
+                        ("a pipe as the text to tokenise", ["--tokenizer", tokenizer])]:
+        result = subprocess.run([folio, "train", "--data", "/dev/stdin", "--out_dir", pipe_out,
+                                 "--overwrite"] + common + extra, input=text, capture_output=True,
+                                text=True, encoding="utf-8")
+        report(name, result, [] if result.returncode == 0 else [f"exit {result.returncode}"],
+               failures)
+    prepared, exits = {}, []
+    for source in ("file", "pipe"):
+        prepared[source] = os.path.join(work, f"{source}_tokens")
+        result = subprocess.run(
+            [folio, "prepare", "--data", data if source == "file" else "/dev/stdin",
+             "--tokenizer", tokenizer, "--out", prepared[source]],
+            input=text, capture_output=True, text=True, encoding="utf-8")
+        exits.append(result.returncode)
+    same = exits == [0, 0] and all(
+        sha256(os.path.join(prepared["file"], name)) == sha256(os.path.join(prepared["pipe"], name))
+        for name in ("train.bin", "val.bin"))
+    report("a pipe to prepare", result, [] if same else [f"exits {exits}, or not the file's tokens"],
+           failures)
+    # A checkpoint or a token file as the text is named for what it is (it had been "not valid
+    # UTF-8 ... convert it to UTF-8"), by the character path, the BPE path and prepare.
+    shard = os.path.join(prepared["file"], "train_000000.bin")
+    for name, command, expected in [
+            ("a checkpoint as the text", train + ["--data", good],
+             "is a checkpoint (safetensors), not a text: start a run from it with --init_from"),
+            ("a checkpoint as the text to tokenise", train + ["--data", good, "--tokenizer",
+                                                              tokenizer], "is a checkpoint"),
+            ("a checkpoint to prepare", [folio, "prepare", "--data", good, "--tokenizer",
+                                         tokenizer, "--out", os.path.join(work, "ckpt_tokens")],
+             "is a checkpoint"),
+            ("nanoGPT's train.bin as the text",
+             train + ["--data", os.path.join(prepared["file"], "train.bin")],
+             "likely a token file (nanoGPT's raw ids, as folio prepare writes them): pass the "
+             f"folder that holds train.bin and val.bin, --data {prepared['file']}"),
+            ("an llm.c shard as the text", train + ["--data", shard],
+             f"is a token file (llm.c's shard layout), not a text: pass the folder that holds "
+             f"the train and val token files, --data {prepared['file']}"),
+            ("an llm.c shard as the text to tokenise",
+             train + ["--data", shard, "--tokenizer", tokenizer], "is a token file")]:
+        result = subprocess.run(command, capture_output=True, text=True)
+        report(name, result, refusal_problems(result, expected), failures)
     print(f"{len(cases) - len(failures)}/{len(cases)} cases passed")
     return 1 if failures else 0
 

@@ -118,7 +118,9 @@ for args, words in ((["--data", data, "--tokenizer", os.path.join(work, "absent"
                     (["--data", docs, "--tokenizer", gpt2_dir, "--out",
                       os.path.join(docs, "..", "docs", "tokens")], "inside the --data folder"),
                     (["--data", data, "--tokenizer", gpt2_dir, "--out", never_made,
-                      "--val_fraction", "0"], "--val_fraction 0 leaves the val split empty")):
+                      "--val_fraction", "0"], "--val_fraction: 0 is out of range (0, 0.9]"),
+                    (["--data", data, "--tokenizer", gpt2_dir, "--out", never_made,
+                      "--val_fraction", "1"], "--val_fraction: 1 is out of range (0, 0.9]")):
     bad = prepare(*args)
     lines = bad.stderr.strip().splitlines()
     if bad.returncode == 0 or len(lines) != 1 or words not in lines[0]:
