@@ -284,6 +284,19 @@ void Trainer::check_ranks_agree_on_setup() {
       throw Error("rank " + std::to_string(r) +
                   " runs a different config or data file than rank 0 (config and text checksums "
                   "differ): give every rank the same --config, overrides and text");
+  // And the same step: ranks that resumed unlike states (or some none) would train on, each from
+  // its own weights' moments and step, until their weights were found to differ.
+  const auto start_of = [](const std::string& step) {
+    return step == "0" ? std::string("starts a new run") : "resumes at step " + step;
+  };
+  const std::vector<std::string> steps = all_gather_strings(
+      communicator_, std::to_string(options_.resume ? options_.resume->steps_done : 0), 24);
+  for (int r = 1; r < communicator_.world_size(); ++r)
+    if (steps[r] != steps[0])
+      throw Error("rank " + std::to_string(r) + " " + start_of(steps[r]) + " and rank 0 " +
+                  start_of(steps[0]) +
+                  ": every rank must resume the same training state (--resume DIR with the run's "
+                  "folder, or a copy of it, on every rank)");
 }
 
 void Trainer::open_run_directory() {

@@ -155,6 +155,40 @@ def disagreeing_ranks(folio, data, work):
     return failures
 
 
+def ranks_resuming_unlike_states(folio, data, work):
+    """Rank 0 resumes a 2-rank run at step 3, rank 1 a copy of it taken on to step 5: both stop
+    at once naming the steps (they had trained on until their weights were found to differ, and
+    then blamed a non-deterministic collective); [] when they do."""
+    train = ["train", "--config", "tiny", "--sample_tokens=0", "--threads=1", "--quiet",
+             "--dist_timeout=20"]
+    early, later = os.path.join(work, "resume_early"), os.path.join(work, "resume_later")
+    for command in ([folio] + train + ["--data", data, "--out_dir", early, "--max_iters=3",
+                                       "--nproc", "2"],
+                    ["cp", "-r", early, later],
+                    [folio, "train", "--resume", later, "--max_iters=5", "--nproc", "2",
+                     "--quiet"]):
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                                env=environment())
+        if result.returncode != 0:
+            print(f"FAIL unlike states: {' '.join(command)} failed: {result.stderr[-800:]}")
+            return ["unlike states"]
+    expected = "rank 1 resumes at step 5 and rank 0 resumes at step 3"
+    command = (["mpirun", "-np", "1", folio, "train", "--resume", early, "--max_iters=8"] +
+               [":", "-np", "1", folio, "train", "--resume", later, "--max_iters=8"])
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                                env=environment(MPI_ENV))
+        output = result.stdout + result.stderr
+        if result.returncode == 0 or output.count(expected) != 2:
+            print(f"FAIL unlike states: exit {result.returncode}, output:\n{output[-1500:]}")
+            return ["unlike states"]
+    except subprocess.TimeoutExpired:
+        print("FAIL unlike states: still running after 60 s")
+        return ["unlike states"]
+    print("ok   ranks resuming unlike states: both stopped naming the steps")
+    return []
+
+
 def main(folio, data, work):
     shutil.rmtree(work, ignore_errors=True)
     train = ["train", "--config", "tiny", "--data", data, "--max_iters=1000000",
@@ -189,6 +223,7 @@ def main(folio, data, work):
                          signal.SIGSTOP,
                          ["rank 0: waited 4 s (dist_timeout) for the other ranks"], 4 + 20)
     failures += disagreeing_ranks(folio, data, work)
+    failures += ranks_resuming_unlike_states(folio, data, work)
     return 1 if failures else 0
 
 
