@@ -191,12 +191,10 @@ int train_command(Arguments& arguments) {
     config.out_dir = resume_dir;
     const Config before = config;
     given = arguments.apply_config_keys(config, kTrainOptions, "train");
-    for (const ConfigKey& key : config_keys())
-      if (get_config_value(before, key) != get_config_value(config, key) &&
-          !may_change_on_resume(key))
-        arguments.problem(std::string("--resume continues a run exactly, so --") + key.name +
-                          " cannot change; start a new run with --init_from " + resume_dir +
-                          "/ckpt.safetensors instead");
+    for (const ConfigKey* key : kept_keys_that_differ(before, config))
+      arguments.problem(std::string("--resume continues a run exactly, so --") + key->name +
+                        " cannot change; start a new run with --init_from " + resume_dir +
+                        "/ckpt.safetensors instead");
     // It replaces only another run in the folder a resume moves to (--out_dir B).
     if (overwrite && config.out_dir == resume_dir)
       arguments.problem("--overwrite does nothing with --resume " + resume_dir +

@@ -256,6 +256,14 @@ std::vector<std::string> apply_config_text(Config& config, const std::string& te
   return keys_set;
 }
 
+std::vector<const ConfigKey*> kept_keys_that_differ(const Config& a, const Config& b) {
+  std::vector<const ConfigKey*> differ;
+  for (const ConfigKey& key : config_keys())
+    if (!may_change_on_resume(key) && get_config_value(a, key) != get_config_value(b, key))
+      differ.push_back(&key);
+  return differ;
+}
+
 void validate_config(const Config& config) {
   if (config.train_fraction <= 0)
     throw Error(

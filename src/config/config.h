@@ -116,6 +116,9 @@ inline bool may_change_on_resume(const ConfigKey& key) {
   return key.scope == ConfigScope::kRun || key.scope == ConfigScope::kHost;
 }
 inline bool ranks_must_agree(const ConfigKey& key) { return key.scope != ConfigScope::kHost; }
+// The keys a resume keeps (model and recipe) whose values differ between `a` and `b`, in table
+// order: none when `b` continues the run of `a` (a resume's overrides, a checkpoint of the run).
+std::vector<const ConfigKey*> kept_keys_that_differ(const Config& a, const Config& b);
 const char* scope_name(ConfigScope scope);  // "model", "recipe", "run", "host"
 
 const std::vector<ConfigKey>& config_keys();

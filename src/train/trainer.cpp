@@ -57,15 +57,12 @@ RecordedCheckpoint recorded_checkpoint(const std::string& path, const Config& co
       recorded.not_this_runs = "it records no training run of folio's";
       return recorded;
     }
-    for (const ConfigKey& key : config_keys()) {
-      if (may_change_on_resume(key)) continue;
-      const std::string its = get_config_value(checkpoint.config, key),
-                        ours = get_config_value(config, key);
-      if (its != ours) {
-        recorded.not_this_runs =
-            "it is another run's model (" + std::string(key.name) + " " + its + ", not " + ours + ")";
-        return recorded;
-      }
+    if (const auto differ = kept_keys_that_differ(checkpoint.config, config); !differ.empty()) {
+      const ConfigKey& key = *differ.front();
+      recorded.not_this_runs = "it is another run's model (" + std::string(key.name) + " " +
+                               get_config_value(checkpoint.config, key) + ", not " +
+                               get_config_value(config, key) + ")";
+      return recorded;
     }
     recorded.val_loss = checkpoint.val_loss;
     recorded.step = checkpoint.step;
